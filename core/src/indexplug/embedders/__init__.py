@@ -1,0 +1,1 @@
+"""Embedders shipped with core (registered through the ``indexplug`` entry point group)."""

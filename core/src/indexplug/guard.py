@@ -1,0 +1,398 @@
+"""The guard: the only way the core calls a backend.
+
+Whatever a plugin does, the caller gets exactly one allowed outcome:
+
+* a request that is wrong (a name that is a path, ``top_k`` of 0, an oversize batch) is refused
+  with a typed :class:`~indexplug.errors.InvalidRequest` before the plugin is involved;
+* a plugin that is not ready is not called: ``IndexUnavailable`` with its reason;
+* a plugin that raises becomes ``IndexFailed`` naming the plugin and the error;
+* a plugin that returns anything but an allowed outcome (a bare list, ``None``, an empty
+  ``Searched``) becomes ``IndexFailed`` with a contract-violation reason;
+* a plugin that overruns its deadline becomes ``IndexTimeout`` (the caller is released at the
+  deadline even if the plugin never returns);
+* hits are checked: ranks 1..n, finite scores in order, the declared scale, at most ``top_k``,
+  and passages whose text still matches their content-addressed id.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from indexplug.deadlines import Deadline
+from indexplug.errors import InvalidQuery, InvalidRequest
+from indexplug.names import validate_index_name
+from indexplug.outcomes import (
+    ALLOWED,
+    AddOutcome,
+    IndexFailed,
+    IndexTimeout,
+    IndexUnavailable,
+    Indexed,
+    NoMatch,
+    Removed,
+    RemoveOutcome,
+    Searched,
+    SearchOutcome,
+    StatusOutcome,
+)
+from indexplug.passages import MetadataValue, Passage
+from indexplug.protocols import IndexBackend, Readiness
+
+MAX_TOP_K = 10_000
+MAX_BATCH = 10_000
+MAX_QUERY_CHARS = 100_000
+MAX_REMOVE_IDS = 100_000
+GRACE_S = 0.2
+"""How long past the deadline the guard waits for the plugin's own (more precise) answer."""
+READY_TTL_S = 1.0
+"""A *ready* answer is trusted this long; a not-ready one is asked again on every call."""
+
+_pool_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="indexplug-op")
+        return _pool
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = text[:300]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class Guard:
+    """Wraps one backend instance and enforces the contract on every call.
+
+    Use it exactly like the backend: ``guard.search("docs", "query", top_k=5)``.  Deadlines are
+    given in seconds (``deadline_s``); the guard turns them into an absolute
+    :class:`~indexplug.deadlines.Deadline` the plugin can plan with.
+    """
+
+    def __init__(self, backend: IndexBackend, *, plugin: str | None = None) -> None:
+        self.backend = backend
+        self.plugin = plugin or getattr(backend, "name", type(backend).__name__)
+        self._ready_until = 0.0
+        self._ready_lock = threading.Lock()
+
+    # -- what the backend declares -------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return str(getattr(self.backend, "name", self.plugin))
+
+    @property
+    def score_scale(self) -> Any:
+        return self.backend.score_scale
+
+    @property
+    def capabilities(self) -> Any:
+        return self.backend.capabilities
+
+    def readiness(self) -> Readiness:
+        """The plugin's own readiness, with a raising or lying plugin reported as not ready."""
+        try:
+            r = self.backend.readiness()
+        except Exception as exc:  # noqa: BLE001 - a plugin may raise anything
+            return Readiness.no(f"readiness check raised {_describe(exc)}")
+        if not isinstance(r, Readiness):
+            return Readiness.no(f"readiness() returned {type(r).__name__}, not Readiness")
+        if not r.ready and not r.reason:
+            return Readiness.no("not ready (the backend gave no reason)")
+        return r
+
+    def close(self) -> None:
+        closer = getattr(self.backend, "close", None)
+        if callable(closer):
+            try:
+                closer()
+            except Exception:  # noqa: BLE001 - closing must never raise into the caller
+                pass
+
+    # -- ops -----------------------------------------------------------------------------
+    def add(
+        self,
+        index: str,
+        passages: Sequence[Passage],
+        *,
+        max_bytes: int | None = None,
+        deadline_s: float | None = None,
+    ) -> AddOutcome:
+        validate_index_name(index)
+        if isinstance(passages, (str, bytes)) or not isinstance(passages, Sequence):
+            raise InvalidRequest("passages must be a list of Passage", field="passages")
+        if len(passages) > MAX_BATCH:
+            raise InvalidRequest(
+                f"a batch of {len(passages)} passages is over the limit of {MAX_BATCH}; "
+                "split it into smaller batches",
+                field="passages",
+            )
+        if max_bytes is not None and (not isinstance(max_bytes, int) or max_bytes <= 0):
+            raise InvalidRequest("max_bytes must be a positive integer", field="max_bytes")
+        unique: dict[str, Passage] = {}
+        for p in passages:
+            if not isinstance(p, Passage):
+                raise InvalidRequest(
+                    f"passages must be Passage objects, got {type(p).__name__}", field="passages"
+                )
+            unique.setdefault(p.id, p)
+        batch = list(unique.values())
+        dupes = len(passages) - len(batch)
+        deadline = Deadline.after(deadline_s)
+
+        def check(out: Any) -> Any:
+            if isinstance(out, Indexed):
+                if out.added + out.known != len(batch):
+                    return self._violation(
+                        index,
+                        f"reported {out.added} added + {out.known} known for "
+                        f"{len(batch)} distinct passages",
+                    )
+                if dupes:
+                    return out.model_copy(update={"known": out.known + dupes})
+            return out
+
+        return self._call(
+            "add",
+            index,
+            deadline,
+            lambda: self.backend.add(index, batch, max_bytes=max_bytes, deadline=deadline),
+            check,
+        )
+
+    def search(
+        self,
+        index: str,
+        query: str,
+        *,
+        top_k: int = 10,
+        deadline_s: float | None = None,
+        filters: Mapping[str, MetadataValue] | None = None,
+    ) -> SearchOutcome:
+        validate_index_name(index)
+        if not isinstance(query, str):
+            raise InvalidQuery(f"a query must be text, not {type(query).__name__}")
+        if not query.strip():
+            raise InvalidQuery("the query is empty")
+        if "\x00" in query:
+            raise InvalidQuery("the query contains a NUL character")
+        if len(query) > MAX_QUERY_CHARS:
+            raise InvalidQuery(f"the query is longer than {MAX_QUERY_CHARS} characters")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+            raise InvalidRequest(
+                f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}", field="top_k"
+            )
+        if filters:
+            if not getattr(self.backend.capabilities, "filters", False):
+                raise InvalidRequest(
+                    f"backend '{self.name}' does not support metadata filters", field="filters"
+                )
+            for k, v in filters.items():
+                if not isinstance(k, str) or not isinstance(v, (str, int, float, bool)):
+                    raise InvalidRequest(
+                        "filters map metadata keys to str/int/float/bool values", field="filters"
+                    )
+        deadline = Deadline.after(deadline_s)
+        started = time.perf_counter()
+
+        def check(out: Any) -> Any:
+            elapsed = round((time.perf_counter() - started) * 1000, 3)
+            if isinstance(out, Searched):
+                problem = self._check_hits(out, top_k)
+                if problem is not None:
+                    return problem
+                return out.model_copy(update={"deadline_s": deadline.seconds, "elapsed_ms": elapsed})
+            if isinstance(out, NoMatch):
+                return out.model_copy(update={"deadline_s": deadline.seconds, "elapsed_ms": elapsed})
+            return out
+
+        return self._call(
+            "search",
+            index,
+            deadline,
+            lambda: self.backend.search(
+                index, query, top_k=top_k, deadline=deadline, filters=dict(filters or {}) or None
+            ),
+            check,
+        )
+
+    def remove(
+        self, index: str, ids: Sequence[str], *, deadline_s: float | None = None
+    ) -> RemoveOutcome:
+        validate_index_name(index)
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+            raise InvalidRequest("ids must be a list of passage ids", field="ids")
+        if len(ids) > MAX_REMOVE_IDS:
+            raise InvalidRequest(f"at most {MAX_REMOVE_IDS} ids per call", field="ids")
+        if not all(isinstance(i, str) for i in ids):
+            raise InvalidRequest("ids must be strings", field="ids")
+        distinct = list(dict.fromkeys(ids))
+        deadline = Deadline.after(deadline_s)
+
+        def check(out: Any) -> Any:
+            if isinstance(out, Removed) and out.removed + len(out.missing_ids) != len(distinct):
+                return self._violation(
+                    index,
+                    f"reported {out.removed} removed + {len(out.missing_ids)} missing "
+                    f"for {len(distinct)} ids",
+                )
+            return out
+
+        return self._call(
+            "remove",
+            index,
+            deadline,
+            lambda: self.backend.remove(index, distinct, deadline=deadline),
+            check,
+        )
+
+    def status(self, index: str, *, deadline_s: float | None = None) -> StatusOutcome:
+        validate_index_name(index)
+        deadline = Deadline.after(deadline_s)
+        return self._call(
+            "status",
+            index,
+            deadline,
+            lambda: self.backend.status(index, deadline=deadline),
+            lambda out: out,
+        )
+
+    def call_extra(
+        self, op: str, index: str, deadline_s: float | None = None, **kwargs: Any
+    ) -> Any:
+        """Run a backend-specific op (``rerank``, ``explain``, ``rebuild``...) under the same
+        readiness, exception and deadline rules.  Its result is whatever the op documents."""
+        validate_index_name(index)
+        fn = getattr(self.backend, f"op_{op}", None)
+        if not callable(fn):
+            raise InvalidRequest(f"backend '{self.name}' has no op '{op}'", field="op")
+        deadline = Deadline.after(deadline_s)
+        return self._call(
+            op, index, deadline, lambda: fn(index, deadline=deadline, **kwargs), lambda o: o
+        )
+
+    # -- machinery -----------------------------------------------------------------------
+    def _ready(self) -> Readiness:
+        now = time.monotonic()
+        if now < self._ready_until:
+            return Readiness.yes()
+        r = self.readiness()
+        if r.ready:
+            with self._ready_lock:
+                self._ready_until = time.monotonic() + READY_TTL_S
+        return r
+
+    def forget_readiness(self) -> None:
+        """Ask the plugin again on the next call (after an op reported it unavailable)."""
+        self._ready_until = 0.0
+
+    def _violation(self, index: str, reason: str) -> IndexFailed:
+        return IndexFailed(
+            index=index,
+            backend=self.plugin,
+            reason=f"contract violation by plugin '{self.plugin}': {reason}",
+            error_type="ContractViolation",
+        )
+
+    def _call(
+        self,
+        op: str,
+        index: str,
+        deadline: Deadline,
+        fn: Callable[[], Any],
+        check: Callable[[Any], Any],
+    ) -> Any:
+        ready = self._ready()
+        if not ready.ready:
+            return IndexUnavailable(
+                index=index, backend=self.plugin, reason=ready.reason or "not ready"
+            )
+        future: Future[Any] = _executor().submit(fn)
+        try:
+            out = future.result(timeout=deadline.remaining() + GRACE_S)
+        except TimeoutError:
+            future.add_done_callback(_discard)
+            return IndexTimeout(
+                index=index,
+                backend=self.plugin,
+                deadline_s=deadline.seconds,
+                reason=f"plugin '{self.plugin}' did not answer {op} within its deadline",
+            )
+        except Exception as exc:  # noqa: BLE001 - the whole point: nothing leaks
+            return IndexFailed(
+                index=index,
+                backend=self.plugin,
+                reason=f"plugin '{self.plugin}' raised during {op}: {_describe(exc)}",
+                error_type=type(exc).__name__,
+            )
+        allowed = ALLOWED[op] if op in ALLOWED else None
+        if allowed is not None and not isinstance(out, allowed):
+            names = ", ".join(t.__name__ for t in allowed)
+            return self._violation(
+                index, f"{op} returned {type(out).__name__}, which is not one of: {names}"
+            )
+        if allowed is not None:
+            if out.index != index:
+                return self._violation(index, f"answered for index '{out.index}'")
+            if not out.backend:
+                out = out.model_copy(update={"backend": self.plugin})
+            if isinstance(out, IndexUnavailable):
+                self.forget_readiness()
+        return check(out)
+
+    def _check_hits(self, out: Searched, top_k: int) -> IndexFailed | None:
+        index = out.index
+        if not out.hits:
+            return self._violation(
+                index, "answered SEARCHED with no hits (an empty result must be NO_MATCH)"
+            )
+        if len(out.hits) > top_k:
+            return self._violation(index, f"returned {len(out.hits)} hits for top_k={top_k}")
+        declared = self.backend.score_scale.name
+        if out.scale.name != declared:
+            return self._violation(
+                index, f"outcome scale '{out.scale.name}' differs from declared '{declared}'"
+            )
+        if out.searched < len(out.hits):
+            return self._violation(
+                index, f"searched={out.searched} is fewer than the {len(out.hits)} hits"
+            )
+        higher = out.scale.higher_is_better
+        prev = math.inf if higher else -math.inf
+        for i, hit in enumerate(out.hits, start=1):
+            if hit.rank != i:
+                return self._violation(index, f"hit {i} has rank {hit.rank}; ranks must be 1..n")
+            if not math.isfinite(hit.score):
+                return self._violation(index, f"hit {i} has a non-finite score {hit.score}")
+            if hit.score_scale != declared:
+                return self._violation(
+                    index, f"hit {i} is on scale '{hit.score_scale}', not '{declared}'"
+                )
+            if (higher and hit.score > prev) or (not higher and hit.score < prev):
+                return self._violation(index, f"scores are out of order at rank {i}")
+            prev = hit.score
+            if hit.passage.id != hit.passage.expected_id():
+                return IndexFailed(
+                    index=index,
+                    backend=self.plugin,
+                    reason=(
+                        f"stored passage {hit.passage.id[:12]}... no longer matches its "
+                        "content-addressed id (altered after indexing); not served"
+                    ),
+                    error_type="IntegrityError",
+                )
+        return None
+
+
+def _discard(fut: Future[Any]) -> None:
+    """Swallow the late result or exception of an abandoned call."""
+    if not fut.cancelled():
+        fut.exception()

@@ -1,0 +1,291 @@
+"""Typed outcomes: the only things an op may answer.
+
+Every op returns exactly one of these models, never a bare list, ``None`` or an exception.  They
+form pydantic discriminated unions on ``code`` so any outcome round-trips through JSON and an
+orchestrator can branch on a stable string.  The distinctions matter for honesty:
+
+* ``NoMatch`` means the index answered and nothing matched; ``IndexEmpty`` means there was nothing
+  to search.  A caller deciding "the corpus says no" needs to know which.
+* ``IndexTimeout`` and ``IndexUnavailable`` are never reported as an empty result, so a failure
+  can never pass for "no evidence".
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from indexplug.passages import Passage
+
+
+class ScoreScale(BaseModel):
+    """What a score means.  Scores on different scales must never be added together."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    higher_is_better: bool = True
+    comparable_across_searches: bool = False
+    meaning: str = ""
+
+
+class _Outcome(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    index: str
+    backend: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True for answers the index gave (results, no match, empty, a write that took)."""
+        return self.code in _OK_CODES  # type: ignore[attr-defined]
+
+    @property
+    def message(self) -> str:
+        """One human sentence saying what happened (each outcome words its own)."""
+        return str(getattr(self, "code", "OUTCOME"))
+
+
+class Degradation(BaseModel):
+    """Why an answer is partial: which part (a fusion leg, an engine) failed and how."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    part: str
+    code: str
+    reason: str
+
+
+class Hit(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rank: int = Field(ge=1)
+    score: float
+    score_scale: str
+    passage: Passage
+    untrusted: bool = True
+    """Stored text is data, never an instruction: consumers (LLM prompts) must treat it so."""
+
+
+class Searched(_Outcome):
+    code: Literal["SEARCHED"] = "SEARCHED"
+    hits: list[Hit]
+    searched: int = Field(ge=0, description="how many passages the index holds")
+    scale: ScoreScale
+    deadline_s: float | None = None
+    elapsed_ms: float | None = None
+    degraded: list[Degradation] = Field(default_factory=list)
+
+    @property
+    def message(self) -> str:
+        note = f" (degraded: {len(self.degraded)} part(s) failed)" if self.degraded else ""
+        return f"{len(self.hits)} hit(s) from {self.searched} passage(s) in '{self.index}'{note}."
+
+
+class NoMatch(_Outcome):
+    code: Literal["NO_MATCH"] = "NO_MATCH"
+    searched: int = Field(ge=0)
+    deadline_s: float | None = None
+    elapsed_ms: float | None = None
+    degraded: list[Degradation] = Field(default_factory=list)
+
+    @property
+    def message(self) -> str:
+        return f"Nothing matched in '{self.index}' ({self.searched} passage(s) searched)."
+
+
+class IndexEmpty(_Outcome):
+    code: Literal["INDEX_EMPTY"] = "INDEX_EMPTY"
+
+    @property
+    def message(self) -> str:
+        return f"Index '{self.index}' holds nothing; nothing was searched."
+
+
+class IndexFailed(_Outcome):
+    code: Literal["INDEX_FAILED"] = "INDEX_FAILED"
+    reason: str
+    error_type: str | None = None
+
+    @property
+    def message(self) -> str:
+        who = f" ({self.backend})" if self.backend else ""
+        return f"Index '{self.index}'{who} failed: {self.reason}"
+
+
+class IndexTimeout(_Outcome):
+    code: Literal["INDEX_TIMEOUT"] = "INDEX_TIMEOUT"
+    deadline_s: float
+    reason: str = "the operation ran past its deadline"
+
+    @property
+    def message(self) -> str:
+        return f"Index '{self.index}' timed out after {self.deadline_s:g}s: {self.reason}"
+
+
+class IndexUnavailable(_Outcome):
+    code: Literal["INDEX_UNAVAILABLE"] = "INDEX_UNAVAILABLE"
+    reason: str
+
+    @property
+    def message(self) -> str:
+        who = self.backend or "the backend"
+        return f"Index '{self.index}' is unavailable: {who} is not ready ({self.reason})."
+
+
+class Indexed(_Outcome):
+    code: Literal["INDEXED"] = "INDEXED"
+    added: int = Field(ge=0)
+    known: int = Field(ge=0)
+    added_ids: list[str] = Field(default_factory=list)
+    known_ids: list[str] = Field(default_factory=list)
+    bytes_used: int | None = None
+    max_bytes: int | None = None
+    estimate: bool = False
+
+    @property
+    def message(self) -> str:
+        return f"Added {self.added} passage(s) to '{self.index}'; {self.known} already known."
+
+
+class OverBudget(_Outcome):
+    code: Literal["OVER_BUDGET"] = "OVER_BUDGET"
+    max_bytes: int
+    needed_bytes: int
+    check: Literal["projected", "measured", "unreadable"]
+    estimate: bool = False
+
+    @property
+    def message(self) -> str:
+        return (
+            f"Refused: '{self.index}' would need {self.needed_bytes} bytes, over its budget of "
+            f"{self.max_bytes} ({self.check} check); nothing was written."
+        )
+
+
+class Removed(_Outcome):
+    code: Literal["REMOVED"] = "REMOVED"
+    removed: int = Field(ge=0)
+    removed_ids: list[str] = Field(default_factory=list)
+    missing_ids: list[str] = Field(default_factory=list)
+
+    @property
+    def message(self) -> str:
+        return (
+            f"Removed {self.removed} passage(s) from '{self.index}'; "
+            f"{len(self.missing_ids)} id(s) were not there."
+        )
+
+
+class IndexStatus(_Outcome):
+    code: Literal["STATUS"] = "STATUS"
+    exists: bool
+    passages: int = Field(ge=0)
+    bytes_used: int | None = None
+    max_bytes: int | None = None
+    estimate: bool = False
+    embedder: str | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def message(self) -> str:
+        if not self.exists:
+            return f"Index '{self.index}' does not exist yet."
+        size = f", {self.bytes_used} bytes" if self.bytes_used is not None else ""
+        cap = f" of {self.max_bytes}" if self.max_bytes is not None else ""
+        return f"Index '{self.index}' holds {self.passages} passage(s){size}{cap}."
+
+
+class BadRequest(_Outcome):
+    """A malformed request, refused before reaching any backend (used by ``invoke``)."""
+
+    code: Literal["BAD_REQUEST"] = "BAD_REQUEST"
+    field: str | None = None
+    reason: str
+
+    @property
+    def message(self) -> str:
+        where = f" (field '{self.field}')" if self.field else ""
+        return f"Bad request{where}: {self.reason}"
+
+
+class NotAllowed(_Outcome):
+    code: Literal["NOT_ALLOWED"] = "NOT_ALLOWED"
+    op: str
+    reason: str = "this op is not allowed by the configuration"
+
+    @property
+    def message(self) -> str:
+        return f"'{self.op}' is not allowed here: {self.reason}"
+
+
+_OK_CODES = frozenset({"SEARCHED", "NO_MATCH", "INDEX_EMPTY", "INDEXED", "REMOVED", "STATUS"})
+
+_Failures = IndexFailed | IndexTimeout | IndexUnavailable
+
+SearchOutcome = Annotated[
+    Searched | NoMatch | IndexEmpty | IndexFailed | IndexTimeout | IndexUnavailable,
+    Field(discriminator="code"),
+]
+AddOutcome = Annotated[
+    Indexed | OverBudget | IndexFailed | IndexTimeout | IndexUnavailable,
+    Field(discriminator="code"),
+]
+RemoveOutcome = Annotated[
+    Removed | IndexFailed | IndexTimeout | IndexUnavailable, Field(discriminator="code")
+]
+StatusOutcome = Annotated[
+    IndexStatus | IndexFailed | IndexTimeout | IndexUnavailable, Field(discriminator="code")
+]
+AnyOutcome = Annotated[
+    Searched
+    | NoMatch
+    | IndexEmpty
+    | IndexFailed
+    | IndexTimeout
+    | IndexUnavailable
+    | Indexed
+    | OverBudget
+    | Removed
+    | IndexStatus
+    | BadRequest
+    | NotAllowed,
+    Field(discriminator="code"),
+]
+
+ALLOWED: dict[str, tuple[type[_Outcome], ...]] = {
+    "search": (Searched, NoMatch, IndexEmpty, IndexFailed, IndexTimeout, IndexUnavailable),
+    "add": (Indexed, OverBudget, IndexFailed, IndexTimeout, IndexUnavailable),
+    "remove": (Removed, IndexFailed, IndexTimeout, IndexUnavailable),
+    "status": (IndexStatus, IndexFailed, IndexTimeout, IndexUnavailable),
+}
+"""Which outcomes each op may answer; the guard turns anything else into ``IndexFailed``."""
+
+_any_adapter: TypeAdapter[Any] = TypeAdapter(AnyOutcome)
+
+
+def outcome_from_json(data: str | bytes) -> Any:
+    """Parse any outcome back from its JSON form."""
+    return _any_adapter.validate_json(data)
+
+
+def outcome_from_dict(data: dict[str, Any]) -> Any:
+    return _any_adapter.validate_python(data)
+
+
+EXIT_CODES: dict[str, int] = {
+    "SEARCHED": 0,
+    "INDEXED": 0,
+    "REMOVED": 0,
+    "STATUS": 0,
+    "NO_MATCH": 1,
+    "INDEX_EMPTY": 2,
+    "INDEX_FAILED": 3,
+    "INDEX_TIMEOUT": 4,
+    "INDEX_UNAVAILABLE": 5,
+    "OVER_BUDGET": 6,
+    "BAD_REQUEST": 64,
+    "NOT_ALLOWED": 77,
+}
+"""CLI exit status per outcome code: a script can tell a result, no match and each failure."""

@@ -1,0 +1,240 @@
+"""Passages: the unit every backend stores and returns.
+
+A passage is a span of a source document together with where it came from.  Its id is
+content-addressed (the SHA-256 of a canonical serialisation of the text, the source uri and the
+span), which gives three properties the rest of indexplug relies on:
+
+* adding the same passage twice is recognised as *known* instead of duplicated;
+* a passage edited behind a backend's back no longer matches its id, so the guard can refuse to
+  serve it (``IndexFailed``) instead of returning tampered text;
+* ids are stable across machines and backends, so fusion and evaluation can compare them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+MetadataValue = str | int | float | bool
+"""Metadata is flat on purpose: every backend can store and filter on scalars."""
+
+MAX_PASSAGE_CHARS = 1_000_000
+"""A passage larger than this is almost certainly a whole file passed by mistake."""
+
+
+class Source(BaseModel):
+    """Where a passage came from.  ``sha256`` is of the source bytes, so re-ingest can skip
+    unchanged files and a reader can verify what was indexed."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    uri: str = Field(min_length=1, max_length=4096)
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    retrieved_at: datetime | None = None
+    provenance: str | None = None
+    licence: str | None = None
+    published_at: datetime | None = None
+
+
+def passage_id(text: str, uri: str, start: int, end: int) -> str:
+    """The content address of a passage.
+
+    The canonical form is compact JSON with sorted keys, so the id does not depend on how the
+    caller happened to order or format anything.
+    """
+    canonical = json.dumps(
+        {"end": end, "start": start, "text": text, "uri": uri},
+        ensure_ascii=False,
+        separators=(",", ":"),
+        sort_keys=True,
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+class Passage(BaseModel):
+    """A span ``[start, end)`` of a source document, with its text and provenance.
+
+    Build one with :meth:`Passage.create` (which computes the id) or :func:`passages_from_text`.
+    Constructing with an explicit ``id`` that does not match the content is a validation error:
+    a passage can never carry an id that lies about it.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(pattern=r"^[0-9a-f]{64}$")
+    text: str = Field(min_length=1, max_length=MAX_PASSAGE_CHARS)
+    source: Source
+    document_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+    metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_id(cls, data: object) -> object:
+        if isinstance(data, dict) and not data.get("id"):
+            source = data.get("source")
+            uri = source.uri if isinstance(source, Source) else (source or {}).get("uri", "")
+            text = data.get("text", "")
+            start = data.get("start", 0)
+            end = data.get("end", len(text) if isinstance(text, str) else 0)
+            if isinstance(text, str) and isinstance(uri, str):
+                data = {**data, "id": passage_id(text, uri, int(start), int(end)), "end": end}
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> Passage:
+        if not self.text.strip():
+            raise ValueError("passage text is empty or only whitespace")
+        if self.end < self.start:
+            raise ValueError(f"span end {self.end} is before start {self.start}")
+        if self.id != self.expected_id():
+            raise ValueError("passage id does not match its content (text, uri, span)")
+        return self
+
+    def expected_id(self) -> str:
+        """Recompute the content address; differs from ``id`` only if the passage was altered."""
+        return passage_id(self.text, self.source.uri, self.start, self.end)
+
+    @classmethod
+    def from_stored(
+        cls,
+        *,
+        id: str,
+        text: str,
+        source: Mapping[str, object] | Source,
+        start: int,
+        end: int,
+        document_sha256: str | None = None,
+        metadata: Mapping[str, MetadataValue] | None = None,
+    ) -> Passage:
+        """Rebuild a passage read back from storage *without* the id check.
+
+        Backends use this so that a row altered behind their back still comes out as a
+        passage; the guard then compares it with its id and refuses to serve it
+        (``IndexFailed``) with a clear reason, instead of a validation error deep in a plugin.
+        """
+        src = source if isinstance(source, Source) else Source.model_validate(source)
+        return cls.model_construct(
+            id=id,
+            text=text,
+            source=src,
+            document_sha256=document_sha256,
+            start=start,
+            end=end,
+            metadata=dict(metadata or {}),
+        )
+
+    @classmethod
+    def create(
+        cls,
+        text: str,
+        uri: str,
+        *,
+        start: int = 0,
+        end: int | None = None,
+        source: Source | None = None,
+        document_sha256: str | None = None,
+        metadata: Mapping[str, MetadataValue] | None = None,
+    ) -> Passage:
+        """Make a passage, computing its id.  ``end`` defaults to ``start + len(text)``."""
+        src = source or Source(uri=uri)
+        stop = start + len(text) if end is None else end
+        return cls(
+            id=passage_id(text, src.uri, start, stop),
+            text=text,
+            source=src,
+            document_sha256=document_sha256,
+            start=start,
+            end=stop,
+            metadata=dict(metadata or {}),
+        )
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def passage_from_span(
+    document: str,
+    start: int,
+    end: int,
+    source: Source,
+    *,
+    document_sha256: str | None = None,
+    metadata: Mapping[str, MetadataValue] | None = None,
+) -> Passage:
+    """The passage for ``document[start:end]``; the span is in characters of ``document``."""
+    if not 0 <= start <= end <= len(document):
+        raise ValueError(f"span [{start}, {end}) is outside a document of {len(document)} chars")
+    return Passage.create(
+        document[start:end],
+        source.uri,
+        start=start,
+        end=end,
+        source=source,
+        document_sha256=document_sha256,
+        metadata=metadata,
+    )
+
+
+_BREAKS = ("\n\n", "\n", ". ", "? ", "! ", "; ", ", ", " ")
+
+
+def split_spans(text: str, max_chars: int = 1200, overlap: int = 150) -> Iterator[tuple[int, int]]:
+    """Cut ``text`` into spans of at most ``max_chars`` that overlap by about ``overlap``.
+
+    Cuts prefer, in order, a blank line, a line end, a sentence end, a clause and a space, looked
+    for in the last third of the window, so passages read as whole units where the text allows.
+    Leading and trailing whitespace of each span is trimmed (spans stay exact offsets).
+    """
+    if max_chars <= 0 or overlap < 0 or overlap >= max_chars:
+        raise ValueError("need max_chars > 0 and 0 <= overlap < max_chars")
+    n = len(text)
+    pos = 0
+    while pos < n:
+        end = min(n, pos + max_chars)
+        if end < n:
+            floor = pos + (2 * max_chars) // 3
+            for brk in _BREAKS:
+                cut = text.rfind(brk, floor, end)
+                if cut != -1:
+                    end = cut + len(brk)
+                    break
+        s, e = pos, end
+        while s < e and text[s].isspace():
+            s += 1
+        while e > s and text[e - 1].isspace():
+            e -= 1
+        if e > s:
+            yield s, e
+        if end >= n:
+            break
+        nxt = max(end - overlap, pos + 1)
+        # start the overlap on a word boundary so no passage opens mid-word
+        space = text.find(" ", nxt, end)
+        pos = space + 1 if space != -1 else nxt
+
+
+def passages_from_text(
+    text: str,
+    source: Source,
+    *,
+    max_chars: int = 1200,
+    overlap: int = 150,
+    document_sha256: str | None = None,
+    metadata: Mapping[str, MetadataValue] | None = None,
+) -> list[Passage]:
+    """Cut a whole document into passages (see :func:`split_spans`)."""
+    return [
+        passage_from_span(text, s, e, source, document_sha256=document_sha256, metadata=metadata)
+        for s, e in split_spans(text, max_chars, overlap)
+    ]
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)

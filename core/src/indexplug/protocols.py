@@ -1,0 +1,164 @@
+"""The two protocols a plugin implements: :class:`IndexBackend` and :class:`Embedder`.
+
+They are :class:`typing.Protocol` classes, so a plugin needs no base class from us: any object
+with these attributes and methods is a backend.  Backends never talk to callers directly; the
+core calls them through :class:`indexplug.guard.Guard`, which enforces the contract
+(typed outcomes, deadlines, readiness, hit checks) whatever the plugin does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict
+
+from indexplug.deadlines import Deadline
+from indexplug.outcomes import ScoreScale
+from indexplug.passages import MetadataValue, Passage
+
+if TYPE_CHECKING:
+    from indexplug.outcomes import AddOutcome, RemoveOutcome, SearchOutcome, StatusOutcome
+
+Vector = NDArray[np.float32]
+
+
+class Readiness(BaseModel):
+    """Whether a backend or embedder can serve right now, and if not, why not."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ready: bool
+    reason: str | None = None
+
+    @classmethod
+    def yes(cls) -> Readiness:
+        return cls(ready=True)
+
+    @classmethod
+    def no(cls, reason: str) -> Readiness:
+        return cls(ready=False, reason=reason)
+
+
+class Capabilities(BaseModel):
+    """What a backend claims.  The conformance kit runs the checks for each claim and reports
+    an unclaimed capability as *not claimed*, never as passed."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    filters: bool = False
+    """Equality filters on metadata in ``search(filters=...)``."""
+    deletion: bool = True
+    persistence: bool = False
+    """Everything survives closing and reopening the backend."""
+    concurrent_writers: bool = False
+    """Several threads may add at once without loss or duplication."""
+    multiprocess_writers: bool = False
+    server: bool = False
+    """The backend talks to a server that can be stopped (and must recover when it returns)."""
+    dense: bool = False
+    """Uses an embedder."""
+
+
+class Granularity(StrEnum):
+    """What an embedder can produce: one vector per text, or one per token."""
+
+    TEXT = "text"
+    TOKEN = "token"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns text into vectors.
+
+    ``embed_documents`` returns one array per text: shape ``(dim,)`` for ``Granularity.TEXT`` and
+    ``(tokens, dim)`` for ``Granularity.TOKEN``.  Vectors are L2-normalised float32, so a dot
+    product is a cosine.  A backend asks for the granularity it needs, so one embedder serves a
+    dense index and a late-interaction index alike.
+    """
+
+    name: str
+    """The spec it was made from, ``PROVIDER:MODEL`` (recorded with every index built with it)."""
+    dim: int
+    granularities: frozenset[Granularity]
+
+    def readiness(self) -> Readiness: ...
+
+    def embed_documents(self, texts: Sequence[str], granularity: Granularity) -> list[Vector]: ...
+
+    def embed_query(self, text: str, granularity: Granularity) -> Vector: ...
+
+
+@runtime_checkable
+class IndexBackend(Protocol):
+    """What a backend plugin implements.
+
+    Every op works on a named index (already validated by the guard), gets an absolute
+    :class:`~indexplug.deadlines.Deadline`, and must return one of the outcomes allowed for it
+    (see :data:`indexplug.outcomes.ALLOWED`).  Raising, returning anything else, or overrunning
+    the deadline is caught by the guard and reported as a failure naming the backend.
+    """
+
+    name: str
+    description: str
+    score_scale: ScoreScale
+    capabilities: Capabilities
+
+    def readiness(self) -> Readiness: ...
+
+    def add(
+        self, index: str, passages: Sequence[Passage], *, max_bytes: int | None, deadline: Deadline
+    ) -> AddOutcome: ...
+
+    def search(
+        self,
+        index: str,
+        query: str,
+        *,
+        top_k: int,
+        deadline: Deadline,
+        filters: Mapping[str, MetadataValue] | None = None,
+    ) -> SearchOutcome: ...
+
+    def remove(self, index: str, ids: Sequence[str], *, deadline: Deadline) -> RemoveOutcome: ...
+
+    def status(self, index: str, *, deadline: Deadline) -> StatusOutcome: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class BackendContext:
+    """What a backend factory receives: where its files go, its settings, and embedders."""
+
+    home: Path
+    options: Mapping[str, Any] = field(default_factory=dict)
+    embedder_factory: Callable[[str], Embedder] | None = None
+
+    def embedder(self, spec: str) -> Embedder:
+        if self.embedder_factory is None:
+            raise LookupError("no embedder factory was given to this backend")
+        return self.embedder_factory(spec)
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """A backend as a plugin registers it (returned by the ``indexplug_backends`` hook)."""
+
+    name: str
+    factory: Callable[[BackendContext], IndexBackend]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class EmbedderSpec:
+    """An embedder provider as a plugin registers it: ``factory(model, options)``."""
+
+    provider: str
+    factory: Callable[[str, Mapping[str, Any]], Embedder]
+    description: str = ""

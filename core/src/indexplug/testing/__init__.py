@@ -1,0 +1,1 @@
+"""The conformance kit (see indexplug.testing.kit)."""

@@ -1,0 +1,479 @@
+"""The sqlite-fts5 backend: one SQLite file per index, FTS5 with BM25, WAL mode.
+
+Layout of an index file (``<home>/<name>.sqlite``):
+
+* ``meta``: key/value facts kept with the index (schema version, budget, passage count);
+* ``passages``: one row per passage with its full provenance as JSON;
+* ``fts``: an external-content FTS5 table over ``passages.text`` (porter stemming), so text is
+  stored once.
+
+The file is marked with SQLite's ``application_id`` so that a file that is not one of our
+indexes is reported as such instead of being searched or, worse, written into.
+
+Every write is one ``BEGIN IMMEDIATE`` transaction: a process killed mid-write leaves the file as
+it was before that write (SQLite's journal guarantees it), and the budget's measured check runs
+inside the transaction, so a refused write is rolled back with nothing kept.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from indexplug.budget import effective_max_bytes, over_budget
+from indexplug.deadlines import Deadline
+from indexplug.outcomes import (
+    AddOutcome,
+    Hit,
+    IndexEmpty,
+    IndexFailed,
+    Indexed,
+    IndexStatus,
+    IndexTimeout,
+    NoMatch,
+    Removed,
+    RemoveOutcome,
+    ScoreScale,
+    Searched,
+    SearchOutcome,
+    StatusOutcome,
+)
+from indexplug.passages import MetadataValue, Passage, Source
+from indexplug.protocols import Capabilities, Readiness
+
+from indexplug_sqlite_fts5.query import fts5_expression, query_terms
+
+DESCRIPTION = "Embedded default: SQLite FTS5 with BM25, one file per index, no server."
+APPLICATION_ID = 0x49504C47  # "IPLG"
+SCHEMA_VERSION = 1
+SCALE = ScoreScale(
+    name="fts5_bm25",
+    higher_is_better=True,
+    comparable_across_searches=False,
+    meaning="SQLite FTS5 BM25 negated (higher is better); comparable only within one search.",
+)
+PROGRESS_STEPS = 20_000
+"""SQLite VM instructions between deadline checks: often enough to stop within a few ms,
+rarely enough that the Python callback costs nothing measurable."""
+PROJECTED_OVERHEAD = 2.5
+"""Bytes on disk per byte of passage data (row, JSON, FTS5 postings), measured on SciFact."""
+
+_SCHEMA = f"""
+PRAGMA application_id = {APPLICATION_ID};
+PRAGMA user_version = {SCHEMA_VERSION};
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE passages (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    text TEXT NOT NULL,
+    source TEXT NOT NULL,
+    document_sha256 TEXT,
+    start INTEGER NOT NULL,
+    "end" INTEGER NOT NULL,
+    metadata TEXT NOT NULL
+);
+CREATE VIRTUAL TABLE fts USING fts5(
+    text, content='passages', content_rowid='rowid',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+INSERT INTO meta(key, value) VALUES ('count', '0');
+"""
+
+
+class NotAnIndex(Exception):
+    """The file exists but is not an indexplug sqlite-fts5 index."""
+
+
+class SqliteFts5Backend:
+    """See the module docstring.  Settings (``--option KEY=VALUE`` or the config file):
+
+    * ``busy_timeout_s``: longest a writer waits for the write lock (default: its deadline);
+    * ``cache_mb``: SQLite page cache per connection (default 64).
+    """
+
+    name = "sqlite-fts5"
+    description = DESCRIPTION
+    score_scale = SCALE
+    capabilities = Capabilities(
+        filters=True,
+        deletion=True,
+        persistence=True,
+        concurrent_writers=True,
+        multiprocess_writers=True,
+    )
+
+    def __init__(self, home: Path, *, cache_mb: int | str = 64, **options: Any) -> None:
+        unknown = set(options) - {"busy_timeout_s"}
+        if unknown:
+            raise ValueError(f"unknown sqlite-fts5 option(s): {', '.join(sorted(unknown))}")
+        self.home = Path(home)
+        self.cache_kb = int(cache_mb) * 1024
+        self.busy_timeout_s = float(options.get("busy_timeout_s", 0)) or None
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+
+    # -- connections ---------------------------------------------------------------------
+    def path(self, index: str) -> Path:
+        return self.home / f"{index}.sqlite"
+
+    def readiness(self) -> Readiness:
+        if "fts5" not in _compile_options():
+            return Readiness.no("this Python's SQLite was built without FTS5")
+        return Readiness.yes()
+
+    def _conn(self, index: str, *, create: bool) -> sqlite3.Connection | None:
+        conns: dict[str, sqlite3.Connection] = getattr(self._local, "conns", None) or {}
+        self._local.conns = conns
+        conn = conns.get(index)
+        path = self.path(index)
+        if conn is not None:
+            if path.exists():
+                return conn
+            conn.close()  # the file was deleted under us
+            del conns[index]
+        if not path.exists():
+            if not create:
+                return None
+            self.home.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA cache_size=-{self.cache_kb}")
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            if app_id == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
+                conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
+            elif app_id != APPLICATION_ID:
+                raise NotAnIndex(f"{path.name} is an SQLite file but not an indexplug index")
+            elif conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                raise NotAnIndex(f"{path.name} has an unknown schema version")
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise NotAnIndex(f"{path.name} is not an SQLite index ({exc})") from exc
+        except BaseException:
+            conn.close()
+            raise
+        conns[index] = conn
+        with self._all_lock:
+            self._all.append(conn)
+        return conn
+
+    def close(self) -> None:
+        with self._all_lock:
+            for c in self._all:
+                try:
+                    c.close()
+                except sqlite3.Error:
+                    pass
+            self._all.clear()
+        self._local = threading.local()
+
+    @contextmanager
+    def _deadline(self, conn: sqlite3.Connection, deadline: Deadline) -> Iterator[None]:
+        at = deadline.at
+        conn.set_progress_handler(lambda: 1 if time.monotonic() > at else 0, PROGRESS_STEPS)
+        try:
+            yield
+        finally:
+            conn.set_progress_handler(None, 0)
+
+    def _failure(self, index: str, exc: BaseException, deadline: Deadline) -> Any:
+        """Map SQLite errors to outcomes: interrupted or locked is a timeout, the rest fail."""
+        text = str(exc)
+        if isinstance(exc, sqlite3.OperationalError) and (
+            "interrupted" in text or "locked" in text or "busy" in text
+        ):
+            why = "the write lock was held by another writer" if "locked" in text else text
+            return IndexTimeout(
+                index=index, backend=self.name, deadline_s=deadline.seconds, reason=why
+            )
+        if isinstance(exc, NotAnIndex):
+            return IndexFailed(index=index, backend=self.name, reason=text, error_type="NotAnIndex")
+        return IndexFailed(
+            index=index, backend=self.name, reason=f"SQLite error: {text}", error_type=type(exc).__name__
+        )
+
+    @staticmethod
+    def _meta(conn: sqlite3.Connection, key: str) -> str | None:
+        row = conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    @staticmethod
+    def _size(conn: sqlite3.Connection) -> int:
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+        return int(pages) * int(size)
+
+    # -- ops -----------------------------------------------------------------------------
+    def add(
+        self, index: str, passages: Sequence[Passage], *, max_bytes: int | None, deadline: Deadline
+    ) -> AddOutcome:
+        try:
+            conn = self._conn(index, create=True)
+            assert conn is not None
+            busy = min(deadline.remaining(), self.busy_timeout_s or deadline.remaining())
+            conn.execute(f"PRAGMA busy_timeout={int(busy * 1000)}")
+            with self._deadline(conn, deadline):
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    out = self._add_locked(conn, index, passages, max_bytes)
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                if isinstance(out, Indexed):
+                    conn.execute("COMMIT")
+                else:
+                    conn.execute("ROLLBACK")
+                return out
+        except (sqlite3.Error, NotAnIndex) as exc:
+            return self._failure(index, exc, deadline)
+
+    def _add_locked(
+        self,
+        conn: sqlite3.Connection,
+        index: str,
+        passages: Sequence[Passage],
+        requested: int | None,
+    ) -> AddOutcome:
+        stored = self._meta(conn, "max_bytes")
+        budget = effective_max_bytes(int(stored) if stored else None, requested)
+        ids = [p.id for p in passages]
+        known: set[str] = set()
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            known.update(
+                r[0] for r in conn.execute(f"SELECT id FROM passages WHERE id IN ({marks})", chunk)
+            )
+        new = [p for p in passages if p.id not in known]
+        size_before = self._size(conn)
+        if new and budget is not None:
+            payload = sum(len(p.text.encode("utf-8")) + 200 for p in new)
+            refused = over_budget(
+                index,
+                self.name,
+                needed=size_before + int(payload * PROJECTED_OVERHEAD),
+                max_bytes=budget,
+                check="projected",
+            )
+            if refused:
+                return refused
+        if stored is None and requested is not None:
+            conn.execute("INSERT INTO meta(key, value) VALUES ('max_bytes', ?)", (str(requested),))
+        if new:
+            last = conn.execute("SELECT coalesce(max(rowid), 0) FROM passages").fetchone()[0]
+            conn.executemany(
+                'INSERT INTO passages(id, text, source, document_sha256, start, "end", metadata) '
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        p.id,
+                        p.text,
+                        p.source.model_dump_json(exclude_none=True),
+                        p.document_sha256,
+                        p.start,
+                        p.end,
+                        json.dumps(p.metadata, ensure_ascii=False) if p.metadata else "{}",
+                    )
+                    for p in new
+                ],
+            )
+            conn.execute(
+                "INSERT INTO fts(rowid, text) SELECT rowid, text FROM passages WHERE rowid > ?",
+                (last,),
+            )
+            conn.execute(
+                "UPDATE meta SET value = CAST(value AS INTEGER) + ? WHERE key = 'count'", (len(new),)
+            )
+        size_after = self._size(conn)
+        if budget is not None:
+            refused = over_budget(
+                index, self.name, needed=size_after, max_bytes=budget, check="measured"
+            )
+            if refused:
+                return refused
+        return Indexed(
+            index=index,
+            backend=self.name,
+            added=len(new),
+            known=len(passages) - len(new),
+            added_ids=[p.id for p in new],
+            known_ids=[i for i in ids if i in known],
+            bytes_used=size_after,
+            max_bytes=budget,
+        )
+
+    def search(
+        self,
+        index: str,
+        query: str,
+        *,
+        top_k: int,
+        deadline: Deadline,
+        filters: Mapping[str, MetadataValue] | None = None,
+    ) -> SearchOutcome:
+        try:
+            conn = self._conn(index, create=False)
+            if conn is None:
+                return IndexEmpty(index=index, backend=self.name)
+            count = int(self._meta(conn, "count") or 0)
+            if count == 0:
+                return IndexEmpty(index=index, backend=self.name)
+            terms = query_terms(query)
+            if not terms:
+                return NoMatch(index=index, backend=self.name, searched=count)
+            sql, params = self._select(fts5_expression(terms), top_k, filters)
+            with self._deadline(conn, deadline):
+                rows = conn.execute(sql, params).fetchall()
+        except (sqlite3.Error, NotAnIndex) as exc:
+            return self._failure(index, exc, deadline)
+        if not rows:
+            return NoMatch(index=index, backend=self.name, searched=count)
+        # model_construct: the guard checks every hit (ranks, scores, scale, ids) anyway.
+        hits = [
+            Hit.model_construct(
+                rank=i, score=-rank, score_scale=SCALE.name, passage=_passage(row), untrusted=True
+            )
+            for i, (*row, rank) in enumerate(rows, start=1)
+        ]
+        return Searched(index=index, backend=self.name, hits=hits, searched=count, scale=SCALE)
+
+    @staticmethod
+    def _select(
+        expression: str, top_k: int, filters: Mapping[str, MetadataValue] | None
+    ) -> tuple[str, list[Any]]:
+        # ORDER BY bm25(fts) rather than the ``rank`` column: the same ranking, but SQLite
+        # plans it as one sort over the matches (measured ~25% faster on SciFact).
+        cols = 'p.id, p.text, p.source, p.document_sha256, p.start, p."end", p.metadata, f.rank'
+        params: list[Any] = [expression]
+        if not filters:
+            sql = (
+                f"SELECT {cols} FROM (SELECT rowid, bm25(fts) AS rank FROM fts WHERE fts MATCH ? "
+                "ORDER BY rank LIMIT ?) AS f JOIN passages p ON p.rowid = f.rowid "
+                "ORDER BY f.rank, p.rowid"
+            )
+            return sql, [*params, top_k]
+        where = []
+        for key, value in filters.items():
+            where.append("json_extract(p.metadata, ?) = ?")
+            params += ['$."' + key.replace('"', '\\"') + '"', value]
+        sql = (
+            f"SELECT {cols} FROM (SELECT rowid, bm25(fts) AS rank FROM fts WHERE fts MATCH ?) "
+            f"AS f JOIN passages p ON p.rowid = f.rowid "
+            f"WHERE {' AND '.join(where)} ORDER BY f.rank, p.rowid LIMIT ?"
+        )
+        return sql, [*params, top_k]
+
+    def remove(self, index: str, ids: Sequence[str], *, deadline: Deadline) -> RemoveOutcome:
+        try:
+            conn = self._conn(index, create=False)
+            if conn is None:
+                return Removed(index=index, backend=self.name, removed=0, missing_ids=list(ids))
+            conn.execute(f"PRAGMA busy_timeout={int(deadline.remaining() * 1000)}")
+            with self._deadline(conn, deadline):
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    removed: list[str] = []
+                    for pid in ids:
+                        row = conn.execute(
+                            "SELECT rowid, text FROM passages WHERE id = ?", (pid,)
+                        ).fetchone()
+                        if row is None:
+                            continue
+                        conn.execute(
+                            "INSERT INTO fts(fts, rowid, text) VALUES ('delete', ?, ?)", row
+                        )
+                        conn.execute("DELETE FROM passages WHERE rowid = ?", (row[0],))
+                        removed.append(pid)
+                    conn.execute(
+                        "UPDATE meta SET value = CAST(value AS INTEGER) - ? WHERE key = 'count'",
+                        (len(removed),),
+                    )
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+        except (sqlite3.Error, NotAnIndex) as exc:
+            return self._failure(index, exc, deadline)
+        gone = set(removed)
+        return Removed(
+            index=index,
+            backend=self.name,
+            removed=len(removed),
+            removed_ids=removed,
+            missing_ids=[i for i in ids if i not in gone],
+        )
+
+    def status(self, index: str, *, deadline: Deadline) -> StatusOutcome:
+        try:
+            conn = self._conn(index, create=False)
+            if conn is None:
+                return IndexStatus(index=index, backend=self.name, exists=False, passages=0)
+            count = int(self._meta(conn, "count") or 0)
+            budget = self._meta(conn, "max_bytes")
+            return IndexStatus(
+                index=index,
+                backend=self.name,
+                exists=True,
+                passages=count,
+                bytes_used=self._size(conn),
+                max_bytes=int(budget) if budget else None,
+                details={"path": str(self.path(index))},
+            )
+        except (sqlite3.Error, NotAnIndex) as exc:
+            return self._failure(index, exc, deadline)
+
+    # -- extras --------------------------------------------------------------------------
+    def op_optimize(self, index: str, *, deadline: Deadline) -> IndexStatus | IndexFailed:
+        """Merge FTS5 segments into one (faster queries after a large ingest)."""
+        try:
+            conn = self._conn(index, create=False)
+            if conn is None:
+                return IndexStatus(index=index, backend=self.name, exists=False, passages=0)
+            conn.execute("INSERT INTO fts(fts) VALUES ('optimize')")
+        except (sqlite3.Error, NotAnIndex) as exc:
+            return self._failure(index, exc, deadline)
+        out = self.status(index, deadline=deadline)
+        return out  # type: ignore[return-value]
+
+    def tamper(self, index: str, passage_id: str, text: str) -> None:
+        """Conformance-kit hook: alter a stored passage behind the backend's back."""
+        conn = self._conn(index, create=False)
+        assert conn is not None
+        conn.execute("UPDATE passages SET text = ? WHERE id = ?", (text, passage_id))
+
+
+def _passage(row: Sequence[Any]) -> Passage:
+    pid, text, source, doc_sha, start, end, metadata = row
+    return Passage.from_stored(
+        id=pid,
+        text=text,
+        source=Source.model_validate_json(source),
+        start=start,
+        end=end,
+        document_sha256=doc_sha,
+        metadata=json.loads(metadata) if metadata != "{}" else None,
+    )
+
+
+_OPTIONS: list[str] | None = None
+
+
+def _compile_options() -> str:
+    global _OPTIONS
+    if _OPTIONS is None:
+        with sqlite3.connect(":memory:") as c:
+            _OPTIONS = [r[0].lower() for r in c.execute("PRAGMA compile_options")]
+            try:
+                c.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
+                _OPTIONS.append("fts5")
+            except sqlite3.Error:
+                pass
+    return " ".join(_OPTIONS)
