@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from indexplug.guard import Guard
 from indexplug.outcomes import IndexEmpty, NoMatch, Searched
-from indexplug.passages import Passage, Source
+from indexplug.passages import Passage
 
 URI_PREFIX = "beir://"
 
@@ -125,6 +125,7 @@ def run_eval(
     top_k: int = 100,
     deadline_s: float = 60.0,
     progress: Callable[[int, int], None] | None = None,
+    searcher: Callable[..., Any] | None = None,
 ) -> EvalReport:
     """Index ``ds`` into ``index`` (which should be fresh) and run every judged query."""
     import ir_measures
@@ -133,9 +134,9 @@ def run_eval(
     passages = list(corpus_passages(ds))
     t0 = time.perf_counter()
     for i in range(0, len(passages), batch):
-        out = guard.add(index, passages[i : i + batch], deadline_s=max(deadline_s, 300.0))
-        if out.code != "INDEXED":
-            raise RuntimeError(f"indexing failed: {out.message}")
+        added = guard.add(index, passages[i : i + batch], deadline_s=max(deadline_s, 300.0))
+        if added.code != "INDEXED":
+            raise RuntimeError(f"indexing failed: {added.message}")
         if progress:
             progress(min(i + batch, len(passages)), len(passages))
     index_s = time.perf_counter() - t0
@@ -144,7 +145,11 @@ def run_eval(
     codes: dict[str, int] = {}
     for qid, text in ds.queries.items():
         t = time.perf_counter()
-        out = guard.search(index, text, top_k=top_k, deadline_s=deadline_s)
+        out: Any
+        if searcher is not None:
+            out = searcher(text, top_k=top_k, deadline_s=deadline_s)
+        else:
+            out = guard.search(index, text, top_k=top_k, deadline_s=deadline_s)
         latencies.append((time.perf_counter() - t) * 1000)
         codes[out.code] = codes.get(out.code, 0) + 1
         scores: dict[str, float] = {}
@@ -157,9 +162,7 @@ def run_eval(
         elif not isinstance(out, NoMatch | IndexEmpty):
             pass  # counted in codes; the query scores zero
         run[qid] = scores
-    qrels = [
-        ir_measures.Qrel(q, d, rel) for q, docs in ds.qrels.items() for d, rel in docs.items()
-    ]
+    qrels = [ir_measures.Qrel(q, d, rel) for q, docs in ds.qrels.items() for d, rel in docs.items()]
     flat = [ir_measures.ScoredDoc(q, d, s) for q, docs in run.items() for d, s in docs.items()]
     agg = ir_measures.calc_aggregate([nDCG @ 10, R @ 100, RR @ 10], qrels, flat)
     return EvalReport(

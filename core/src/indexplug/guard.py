@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 from indexplug.deadlines import Deadline
 from indexplug.errors import InvalidQuery, InvalidRequest
@@ -29,10 +29,10 @@ from indexplug.names import validate_index_name
 from indexplug.outcomes import (
     ALLOWED,
     AddOutcome,
+    Indexed,
     IndexFailed,
     IndexTimeout,
     IndexUnavailable,
-    Indexed,
     NoMatch,
     Removed,
     RemoveOutcome,
@@ -101,7 +101,7 @@ class Guard:
         """The plugin's own readiness, with a raising or lying plugin reported as not ready."""
         try:
             r = self.backend.readiness()
-        except Exception as exc:  # noqa: BLE001 - a plugin may raise anything
+        except Exception as exc:
             return Readiness.no(f"readiness check raised {_describe(exc)}")
         if not isinstance(r, Readiness):
             return Readiness.no(f"readiness() returned {type(r).__name__}, not Readiness")
@@ -114,7 +114,7 @@ class Guard:
         if callable(closer):
             try:
                 closer()
-            except Exception:  # noqa: BLE001 - closing must never raise into the caller
+            except Exception:
                 pass
 
     # -- ops -----------------------------------------------------------------------------
@@ -160,12 +160,15 @@ class Guard:
                     return out.model_copy(update={"known": out.known + dupes})
             return out
 
-        return self._call(
-            "add",
-            index,
-            deadline,
-            lambda: self.backend.add(index, batch, max_bytes=max_bytes, deadline=deadline),
-            check,
+        return cast(
+            AddOutcome,
+            self._call(
+                "add",
+                index,
+                deadline,
+                lambda: self.backend.add(index, batch, max_bytes=max_bytes, deadline=deadline),
+                check,
+            ),
         )
 
     def search(
@@ -209,19 +212,30 @@ class Guard:
                 problem = self._check_hits(out, top_k)
                 if problem is not None:
                     return problem
-                return out.model_copy(update={"deadline_s": deadline.seconds, "elapsed_ms": elapsed})
+                return out.model_copy(
+                    update={"deadline_s": deadline.seconds, "elapsed_ms": elapsed}
+                )
             if isinstance(out, NoMatch):
-                return out.model_copy(update={"deadline_s": deadline.seconds, "elapsed_ms": elapsed})
+                return out.model_copy(
+                    update={"deadline_s": deadline.seconds, "elapsed_ms": elapsed}
+                )
             return out
 
-        return self._call(
-            "search",
-            index,
-            deadline,
-            lambda: self.backend.search(
-                index, query, top_k=top_k, deadline=deadline, filters=dict(filters or {}) or None
+        return cast(
+            SearchOutcome,
+            self._call(
+                "search",
+                index,
+                deadline,
+                lambda: self.backend.search(
+                    index,
+                    query,
+                    top_k=top_k,
+                    deadline=deadline,
+                    filters=dict(filters or {}) or None,
+                ),
+                check,
             ),
-            check,
         )
 
     def remove(
@@ -246,23 +260,29 @@ class Guard:
                 )
             return out
 
-        return self._call(
-            "remove",
-            index,
-            deadline,
-            lambda: self.backend.remove(index, distinct, deadline=deadline),
-            check,
+        return cast(
+            RemoveOutcome,
+            self._call(
+                "remove",
+                index,
+                deadline,
+                lambda: self.backend.remove(index, distinct, deadline=deadline),
+                check,
+            ),
         )
 
     def status(self, index: str, *, deadline_s: float | None = None) -> StatusOutcome:
         validate_index_name(index)
         deadline = Deadline.after(deadline_s)
-        return self._call(
-            "status",
-            index,
-            deadline,
-            lambda: self.backend.status(index, deadline=deadline),
-            lambda out: out,
+        return cast(
+            StatusOutcome,
+            self._call(
+                "status",
+                index,
+                deadline,
+                lambda: self.backend.status(index, deadline=deadline),
+                lambda out: out,
+            ),
         )
 
     def call_extra(
@@ -326,14 +346,14 @@ class Guard:
                 deadline_s=deadline.seconds,
                 reason=f"plugin '{self.plugin}' did not answer {op} within its deadline",
             )
-        except Exception as exc:  # noqa: BLE001 - the whole point: nothing leaks
+        except Exception as exc:
             return IndexFailed(
                 index=index,
                 backend=self.plugin,
                 reason=f"plugin '{self.plugin}' raised during {op}: {_describe(exc)}",
                 error_type=type(exc).__name__,
             )
-        allowed = ALLOWED[op] if op in ALLOWED else None
+        allowed = ALLOWED.get(op)
         if allowed is not None and not isinstance(out, allowed):
             names = ", ".join(t.__name__ for t in allowed)
             return self._violation(

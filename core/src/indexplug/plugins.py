@@ -94,15 +94,19 @@ class Registry:
                 continue
             if self.pm.has_plugin(ep.name):
                 self.problems.append(
-                    PluginProblem(ep.name, f"two entry points are named '{ep.name}'; kept the first")
+                    PluginProblem(
+                        ep.name, f"two entry points are named '{ep.name}'; kept the first"
+                    )
                 )
                 continue
             try:
                 plugin = ep.load()
                 self.pm.register(plugin, name=ep.name)
-            except Exception as exc:  # noqa: BLE001 - a broken plugin must not break discovery
+            except Exception as exc:
                 self.problems.append(
-                    PluginProblem(ep.name, f"failed to load ({ep.value}): {type(exc).__name__}: {exc}")
+                    PluginProblem(
+                        ep.name, f"failed to load ({ep.value}): {type(exc).__name__}: {exc}"
+                    )
                 )
 
     def register(self, plugin: object, name: str | None = None) -> None:
@@ -118,7 +122,7 @@ class Registry:
             name = impl.plugin_name
             try:
                 result = impl.function()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 self.problems.append(PluginProblem(name, f"hook {hook} raised {exc!r}"))
                 continue
             if self._trace:
@@ -134,7 +138,9 @@ class Registry:
                 for plugin, spec in self._collect("indexplug_backends"):
                     if not isinstance(spec, BackendSpec):
                         self.problems.append(
-                            PluginProblem(plugin, f"returned {type(spec).__name__}, not BackendSpec")
+                            PluginProblem(
+                                plugin, f"returned {type(spec).__name__}, not BackendSpec"
+                            )
                         )
                     elif spec.name in table:
                         self.problems.append(
@@ -156,7 +162,9 @@ class Registry:
                 for plugin, spec in self._collect("indexplug_embedders"):
                     if not isinstance(spec, EmbedderSpec):
                         self.problems.append(
-                            PluginProblem(plugin, f"returned {type(spec).__name__}, not EmbedderSpec")
+                            PluginProblem(
+                                plugin, f"returned {type(spec).__name__}, not EmbedderSpec"
+                            )
                         )
                     elif spec.provider in table:
                         self.problems.append(
@@ -221,7 +229,7 @@ class Registry:
         for name, (plugin, spec) in sorted(self._backend_table().items()):
             try:
                 guard = self.backend(name)
-            except Exception as exc:  # noqa: BLE001 - a factory may fail on missing settings
+            except Exception as exc:
                 rows.append(
                     BackendInfo(
                         name=name,

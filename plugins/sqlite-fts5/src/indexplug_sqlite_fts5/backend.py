@@ -31,9 +31,9 @@ from indexplug.deadlines import Deadline
 from indexplug.outcomes import (
     AddOutcome,
     Hit,
+    Indexed,
     IndexEmpty,
     IndexFailed,
-    Indexed,
     IndexStatus,
     IndexTimeout,
     NoMatch,
@@ -142,18 +142,32 @@ class SqliteFts5Backend:
             if not create:
                 return None
             self.home.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0)
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(f"PRAGMA cache_size=-{self.cache_kb}")
-            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-            if app_id == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
-                conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
-            elif app_id != APPLICATION_ID:
+            if conn.execute("PRAGMA application_id").fetchone()[0] == 0:
+                # Several threads or processes may create the same index at once: decide
+                # under the write lock, so exactly one of them writes the schema.
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    empty = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+                    if empty:
+                        for stmt in _SCHEMA.split(";"):
+                            if stmt.strip():
+                                conn.execute(stmt)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+            if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
                 raise NotAnIndex(f"{path.name} is an SQLite file but not an indexplug index")
-            elif conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
                 raise NotAnIndex(f"{path.name} has an unknown schema version")
+        except sqlite3.OperationalError:
+            conn.close()
+            raise
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise NotAnIndex(f"{path.name} is not an SQLite index ({exc})") from exc
@@ -197,7 +211,10 @@ class SqliteFts5Backend:
         if isinstance(exc, NotAnIndex):
             return IndexFailed(index=index, backend=self.name, reason=text, error_type="NotAnIndex")
         return IndexFailed(
-            index=index, backend=self.name, reason=f"SQLite error: {text}", error_type=type(exc).__name__
+            index=index,
+            backend=self.name,
+            reason=f"SQLite error: {text}",
+            error_type=type(exc).__name__,
         )
 
     @staticmethod
@@ -290,7 +307,8 @@ class SqliteFts5Backend:
                 (last,),
             )
             conn.execute(
-                "UPDATE meta SET value = CAST(value AS INTEGER) + ? WHERE key = 'count'", (len(new),)
+                "UPDATE meta SET value = CAST(value AS INTEGER) + ? WHERE key = 'count'",
+                (len(new),),
             )
         size_after = self._size(conn)
         if budget is not None:
@@ -442,6 +460,16 @@ class SqliteFts5Backend:
             return self._failure(index, exc, deadline)
         out = self.status(index, deadline=deadline)
         return out  # type: ignore[return-value]
+
+    def op_drop(self, index: str, *, deadline: Deadline) -> IndexStatus:
+        """Delete the index file (and its WAL) entirely; a sensitive op."""
+        conns = getattr(self._local, "conns", {})
+        conn = conns.pop(index, None)
+        if conn is not None:
+            conn.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{self.path(index)}{suffix}").unlink(missing_ok=True)
+        return IndexStatus(index=index, backend=self.name, exists=False, passages=0)
 
     def tamper(self, index: str, passage_id: str, text: str) -> None:
         """Conformance-kit hook: alter a stored passage behind the backend's back."""

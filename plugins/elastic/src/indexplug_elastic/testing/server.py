@@ -64,6 +64,7 @@ import uuid
 import warnings
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
+from http import HTTPStatus
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
@@ -92,15 +93,15 @@ DEFAULT_VERSION = "8.19.21"
 ES_USER = "indexplug-es"
 """Unprivileged system user the nodes run as when we are root."""
 
-MAVEN_BASE = (
-    "https://repo1.maven.org/maven2/org/elasticsearch/distribution/integ-test-zip/elasticsearch"
-)
+MAVEN_BASE = "https://repo1.maven.org/maven2/org/elasticsearch/distribution/integ-test-zip/elasticsearch"
 # Strongest first; Maven Central publishes .sha1 for everything, .sha512 for most.
 _DIGESTS = ("sha512", "sha1")
 _DIGEST_LENGTHS = {"sha512": 128, "sha1": 40}
 _DEFAULT_RUNTIME_DIR = "/var/cache/indexplug-es"
 _HEALTH_STATUSES = ("red", "yellow", "green")
-_BIND_ERROR = re.compile(r"BindException|BindTransportException|BindHttpException|Address already in use")
+_BIND_ERROR = re.compile(
+    r"BindException|BindTransportException|BindHttpException|Address already in use"
+)
 
 HealthStatus = Literal["green", "yellow", "red"]
 
@@ -127,13 +128,19 @@ class EsTimeoutError(EsError, TimeoutError):
 
 
 def cache_dir() -> Path:
-    """Where downloads and unpacked distributions live: ``${INDEXPLUG_CACHE:-~/.cache/indexplug}``.
+    """Where downloads and unpacked trees live.
+
+    ``${INDEXPLUG_CACHE:-~/.cache/indexplug}``.
 
     Outside the repository on purpose: the zip is ~100 MB and is shared by every
     checkout and every test run on the machine.
     """
     configured = os.environ.get("INDEXPLUG_CACHE")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "indexplug"
+    return (
+        Path(configured).expanduser()
+        if configured
+        else Path.home() / ".cache" / "indexplug"
+    )
 
 
 def distribution_url(version: str = DEFAULT_VERSION) -> str:
@@ -141,8 +148,10 @@ def distribution_url(version: str = DEFAULT_VERSION) -> str:
     return f"{MAVEN_BASE}/{version}/elasticsearch-{version}.zip"
 
 
-def ensure_distribution(version: str = DEFAULT_VERSION, *, cache: Path | None = None) -> Path:
-    """Return the home directory of an unpacked Elasticsearch ``version``, fetching it if needed.
+def ensure_distribution(
+    version: str = DEFAULT_VERSION, *, cache: Path | None = None
+) -> Path:
+    """Return the home of an unpacked Elasticsearch ``version``, fetching it if needed.
 
     The fast path (already unpacked) touches neither the network nor a lock, so
     calling this from every test session costs nothing.  Otherwise, under an
@@ -195,9 +204,10 @@ def _http_get(url: str, timeout: float = 60.0) -> bytes | None:
     request = urllib.request.Request(url, headers={"User-Agent": "indexplug-testing"})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.read()
+            data: bytes = response.read()
+            return data
     except urllib.error.HTTPError as exc:
-        if exc.code == 404:
+        if exc.code == HTTPStatus.NOT_FOUND:
             return None
         raise
 
@@ -205,7 +215,9 @@ def _http_get(url: str, timeout: float = 60.0) -> bytes | None:
 def _parse_digest(text: str, algorithm: str) -> str:
     # Maven checksum files hold either "<hex>" or "<hex>  <filename>".
     token = text.strip().split()[0].lower() if text.strip() else ""
-    if len(token) != _DIGEST_LENGTHS[algorithm] or not re.fullmatch(r"[0-9a-f]+", token):
+    if len(token) != _DIGEST_LENGTHS[algorithm] or not re.fullmatch(
+        r"[0-9a-f]+", token
+    ):
         raise DistributionError(f"malformed {algorithm} checksum: {text[:200]!r}")
     return token
 
@@ -224,7 +236,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def _expected_digest(url: str, zip_path: Path) -> tuple[str, str] | None:
-    """``(algorithm, hexdigest)`` from the cached sidecar or Maven Central; ``None`` if none exists."""
+    """``(algorithm, hexdigest)`` from a cached sidecar or Maven Central, or None."""
     for algorithm in _DIGESTS:
         sidecar = zip_path.with_name(f"{zip_path.name}.{algorithm}")
         if sidecar.is_file():
@@ -233,7 +245,10 @@ def _expected_digest(url: str, zip_path: Path) -> tuple[str, str] | None:
         body = _http_get(f"{url}.{algorithm}")
         if body is not None:
             digest = _parse_digest(body.decode("ascii", "replace"), algorithm)
-            _atomic_write(zip_path.with_name(f"{zip_path.name}.{algorithm}"), f"{digest}\n".encode())
+            _atomic_write(
+                zip_path.with_name(f"{zip_path.name}.{algorithm}"),
+                f"{digest}\n".encode(),
+            )
             return algorithm, digest
     return None
 
@@ -247,7 +262,7 @@ def _file_digest(path: Path, algorithm: str) -> str:
 
 
 def _check_zip(path: Path) -> None:
-    """CRC-check every member; the fallback when there is no checksum to compare with."""
+    """CRC-check every member: the fallback when there is no checksum to compare."""
     try:
         with zipfile.ZipFile(path) as archive:
             bad = archive.testzip()
@@ -258,20 +273,26 @@ def _check_zip(path: Path) -> None:
 
 
 def _download(url: str, dest: Path, expected: tuple[str, str] | None) -> None:
-    """Stream ``url`` into a temp file next to ``dest``, verify it, then rename it into place."""
+    """Stream ``url`` into a temp file beside ``dest``, verify, rename into place."""
     print(f"downloading {url}", file=sys.stderr)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     try:
         digest = hashlib.new(expected[0]) if expected else None
-        request = urllib.request.Request(url, headers={"User-Agent": "indexplug-testing"})
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(request, timeout=60) as response:
+        request = urllib.request.Request(
+            url, headers={"User-Agent": "indexplug-testing"}
+        )
+        with (
+            os.fdopen(fd, "wb") as out,
+            urllib.request.urlopen(request, timeout=60) as response,
+        ):
             while chunk := response.read(1 << 20):
                 out.write(chunk)
                 if digest is not None:
                     digest.update(chunk)
         if expected and digest is not None and digest.hexdigest() != expected[1]:
             raise DistributionError(
-                f"{url}: {expected[0]} mismatch (got {digest.hexdigest()}, want {expected[1]})"
+                f"{url}: {expected[0]} mismatch "
+                f"(got {digest.hexdigest()}, want {expected[1]})"
             )
         os.chmod(tmp, 0o644)
         os.replace(tmp, dest)
@@ -300,7 +321,10 @@ def _ensure_zip(url: str, zip_path: Path) -> None:
             return
         if _file_digest(zip_path, expected[0]) == expected[1]:
             return
-        warnings.warn(f"cached {zip_path} does not match its {expected[0]}; downloading again", stacklevel=3)
+        warnings.warn(
+            f"cached {zip_path} does not match its {expected[0]}; downloading again",
+            stacklevel=3,
+        )
         zip_path.unlink()
     try:
         _download(url, zip_path, expected)
@@ -313,15 +337,21 @@ def _ensure_zip(url: str, zip_path: Path) -> None:
 def _unpack(zip_path: Path, home: Path) -> None:
     if home.exists():  # leftovers of a manual or foreign unpack; ours appear atomically
         shutil.rmtree(home)
-    staging = Path(tempfile.mkdtemp(dir=home.parent, prefix=f".{home.name}.", suffix=".unpack"))
+    staging = Path(
+        tempfile.mkdtemp(dir=home.parent, prefix=f".{home.name}.", suffix=".unpack")
+    )
     try:
         with zipfile.ZipFile(zip_path) as archive:
             prefix = f"{home.name}/"
             for info in archive.infolist():
                 if not info.filename.startswith(prefix):
-                    raise DistributionError(f"unexpected entry {info.filename!r} in {zip_path}")
+                    raise DistributionError(
+                        f"unexpected entry {info.filename!r} in {zip_path}"
+                    )
                 if stat.S_ISLNK(info.external_attr >> 16):
-                    raise DistributionError(f"unexpected symlink {info.filename!r} in {zip_path}")
+                    raise DistributionError(
+                        f"unexpected symlink {info.filename!r} in {zip_path}"
+                    )
                 target = archive.extract(info, staging)
                 executable = info.is_dir() or (info.external_attr >> 16) & 0o111
                 os.chmod(target, 0o755 if executable else 0o644)
@@ -339,12 +369,14 @@ def _unpack(zip_path: Path, home: Path) -> None:
 
 def _which_admin_tool(name: str) -> str | None:
     # Non-login root shells often lack /usr/sbin in PATH.
-    path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/bin", "/bin"])
+    path = os.pathsep.join(
+        [os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+    )
     return shutil.which(name, path=path)
 
 
 def ensure_es_user(name: str = ES_USER) -> tuple[int, int]:
-    """Return ``(uid, gid)`` of the unprivileged node user, creating it if missing (root only).
+    """``(uid, gid)`` of the unprivileged node user, created if missing (root only).
 
     Elasticsearch exits with "can not run elasticsearch as root", and CI
     containers usually run as root, hence a dedicated system user without home
@@ -356,19 +388,46 @@ def ensure_es_user(name: str = ES_USER) -> tuple[int, int]:
     if os.geteuid() != 0:
         raise EsError(f"user {name!r} does not exist and only root can create it")
     nologin = next(
-        (p for p in ("/usr/sbin/nologin", "/sbin/nologin", "/bin/false") if os.path.exists(p)),
+        (
+            p
+            for p in ("/usr/sbin/nologin", "/sbin/nologin", "/bin/false")
+            if os.path.exists(p)
+        ),
         "/bin/false",
     )
-    useradd, adduser, addgroup = (_which_admin_tool(t) for t in ("useradd", "adduser", "addgroup"))
+    useradd, adduser, addgroup = (
+        _which_admin_tool(t) for t in ("useradd", "adduser", "addgroup")
+    )
     if useradd:
         commands = [
-            [useradd, "--system", "--no-create-home", "--home-dir", "/nonexistent",
-             "--shell", nologin, "--user-group", name],
+            [
+                useradd,
+                "--system",
+                "--no-create-home",
+                "--home-dir",
+                "/nonexistent",
+                "--shell",
+                nologin,
+                "--user-group",
+                name,
+            ],
         ]
     elif adduser and addgroup:  # busybox (Alpine)
         commands = [
             [addgroup, "-S", name],
-            [adduser, "-S", "-D", "-H", "-h", "/nonexistent", "-s", nologin, "-G", name, name],
+            [
+                adduser,
+                "-S",
+                "-D",
+                "-H",
+                "-h",
+                "/nonexistent",
+                "-s",
+                nologin,
+                "-G",
+                name,
+                name,
+            ],
         ]
     else:
         raise EsError(f"cannot create user {name!r}: neither useradd nor adduser found")
@@ -385,7 +444,7 @@ def ensure_es_user(name: str = ES_USER) -> tuple[int, int]:
 
 
 def find_java_home() -> Path:
-    """The JDK to run Elasticsearch with: ``ES_JAVA_HOME``, ``JAVA_HOME`` or ``java`` on ``PATH``.
+    """The JDK to run with: ``ES_JAVA_HOME``, ``JAVA_HOME`` or ``java`` on ``PATH``.
 
     The integ-test-zip has no bundled JDK, so one must come from the machine.
     Elasticsearch 8 needs Java 17 or newer; its launcher checks and says so.
@@ -406,7 +465,7 @@ def find_java_home() -> Path:
 
 
 def _traversable_by(path: Path, uid: int, gid: int) -> bool:
-    """Whether ``uid``/``gid`` may search every directory from ``/`` down to ``path``."""
+    """Whether ``uid``/``gid`` may search every directory from ``/`` to ``path``."""
     for directory in (path, *path.parents):
         info = directory.stat()
         if info.st_uid == uid:
@@ -445,20 +504,34 @@ def runnable_home(home: Path, uid: int, gid: int) -> Path:
         info = runtime.stat()
         if info.st_uid != os.geteuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             # Others could swap jars under us: refuse rather than run their code.
-            raise EsError(f"{runtime} must be owned by uid {os.geteuid()} and not group/world writable")
+            raise EsError(
+                f"{runtime} must be owned by uid {os.geteuid()} "
+                "and not be group/world writable"
+            )
         os.chmod(runtime, 0o755)
         with _file_lock(runtime / f".{home.name}.lock"):
             if not _is_unpacked(target):
                 if target.exists():
                     shutil.rmtree(target)
-                staging = Path(tempfile.mkdtemp(dir=runtime, prefix=f".{home.name}.", suffix=".mirror"))
+                staging = Path(
+                    tempfile.mkdtemp(
+                        dir=runtime, prefix=f".{home.name}.", suffix=".mirror"
+                    )
+                )
                 try:
-                    shutil.copytree(home, staging / home.name, symlinks=True, copy_function=_link_or_copy)
+                    shutil.copytree(
+                        home,
+                        staging / home.name,
+                        symlinks=True,
+                        copy_function=_link_or_copy,
+                    )
                     os.replace(staging / home.name, target)
                 finally:
                     shutil.rmtree(staging, ignore_errors=True)
     if not _traversable_by(target, uid, gid):
-        raise EsError(f"uid {uid} cannot reach {target}; set INDEXPLUG_ES_RUNTIME_DIR elsewhere")
+        raise EsError(
+            f"uid {uid} cannot reach {target}; set INDEXPLUG_ES_RUNTIME_DIR elsewhere"
+        )
     return target
 
 
@@ -470,7 +543,7 @@ def _chown_tree(root: Path, uid: int, gid: int) -> None:
 
 
 def _free_ports(count: int) -> list[int]:
-    """``count`` distinct ports that are free right now (all sockets held until all are chosen)."""
+    """``count`` distinct ports free right now (all held open until all are chosen)."""
     sockets = []
     try:
         for _ in range(count):
@@ -583,7 +656,9 @@ def _http(
     if body is not None:
         if isinstance(body, str):
             data = body.encode()
-            headers["Content-Type"] = "application/x-ndjson" if "_bulk" in url else "application/json"
+            headers["Content-Type"] = (
+                "application/x-ndjson" if "_bulk" in url else "application/json"
+            )
         else:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
@@ -614,17 +689,20 @@ class EsNode:
     :meth:`EsCluster.stop_node` so that a restarted node recovers its shards.
     """
 
-    def __init__(self, name: str, http_port: int, transport_port: int, directory: Path) -> None:
+    def __init__(
+        self, name: str, http_port: int, transport_port: int, directory: Path
+    ) -> None:
         self.name = name
         self.http_port = http_port
         self.transport_port = transport_port
         self.directory = directory
         self.process: subprocess.Popen[bytes] | None = None
         self.wanted = False
-        """True between launch and an intentional stop; a wanted node that is not running crashed."""
+        """True from launch to an intentional stop; wanted but not running = crashed."""
         self.started_seconds: float | None = None
-        """Seconds from launch until the node was reachable and in the cluster (last start)."""
-        self._group_gone = True  # once the process group is gone its pid may be reused: never signal
+        """Seconds from (last) launch until the node had joined a healthy cluster."""
+        # Once the process group is gone its pid may be reused: never signal it again.
+        self._group_gone = True
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
@@ -643,7 +721,7 @@ class EsNode:
         return self.directory / "console.log"
 
     def log_tail(self, lines: int = 40, max_chars: int = 6000) -> str:
-        """Last lines of the console log, plus earlier ERROR/exception lines that would scroll away."""
+        """Last lines of the console log, plus earlier ERROR/exception lines."""
         try:
             text = self.console_log.read_text(errors="replace")
         except OSError as exc:
@@ -651,7 +729,8 @@ class EsNode:
         all_lines = text.splitlines()
         tail = all_lines[-lines:]
         earlier = [
-            line for line in all_lines[:-lines]
+            line
+            for line in all_lines[:-lines]
             if re.search(r"\]\[(ERROR|FATAL)\]|^\S*(Exception|Error)\b|^ERROR:", line)
         ][-5:]
         parts = [*earlier, "..."] if earlier else []
@@ -666,7 +745,8 @@ class EsNode:
             # extra_groups=[] drops root's supplementary groups as well.
             credentials = {"user": run_as[0], "group": run_as[1], "extra_groups": []}
         with open(self.console_log, "ab") as console:
-            console.write(f"\n=== indexplug: starting {self.name} at {time.ctime()} ===\n".encode())
+            banner = f"\n=== indexplug: starting {self.name} at {time.ctime()} ===\n"
+            console.write(banner.encode())
             console.flush()
             # A new session keeps a terminal's Ctrl-C away from java (we stop the node
             # ourselves, gracefully) and makes the CLI JVM and the server JVM one
@@ -703,7 +783,7 @@ class EsNode:
         return True
 
     def _terminate(self, timeout: float, kill: bool) -> int | None:
-        """SIGTERM (or SIGKILL) the process group, escalate after ``timeout``, reap; exit code."""
+        """SIGTERM (SIGKILL) the process group, escalate after ``timeout``, reap it."""
         process = self.process
         self.wanted = False
         if process is None or self._group_gone:
@@ -740,11 +820,15 @@ class EsCluster:
             cluster.wait_for("green")
 
     Every node gets ``ES_JAVA_OPTS=-Xms<heap> -Xmx<heap>``, security disabled,
-    the disk-watermark allocator disabled (a nearly full CI disk must not turn
+    the disk-threshold allocator disabled (a nearly full CI disk must not turn
     indices read-only) and a random cluster name, so that concurrent test runs
     cannot join each other.  One node uses ``discovery.type=single-node``;
     several nodes list each other in ``discovery.seed_hosts`` and
     ``cluster.initial_master_nodes``.  ``settings`` is merged over all of that.
+
+    Node directories live in a fresh temporary directory (under ``workdir`` if
+    given) that :meth:`stop` deletes unless ``keep_data``.  Started clusters are
+    stopped at interpreter exit.
     """
 
     def __init__(
@@ -765,7 +849,10 @@ class EsCluster:
     ) -> None:
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
-        for label, ports in (("http_ports", http_ports), ("transport_ports", transport_ports)):
+        for label, ports in (
+            ("http_ports", http_ports),
+            ("transport_ports", transport_ports),
+        ):
             if ports is not None and len(ports) != nodes:
                 raise ValueError(f"{label} needs exactly {nodes} entries")
         self.size = nodes
@@ -777,15 +864,17 @@ class EsCluster:
         self.cluster_name = cluster_name or f"indexplug-test-{uuid.uuid4().hex[:8]}"
         self.start_timeout = start_timeout
         self.nodes: list[EsNode] = []
+        self.workdir: Path | None = None
+        """Directory holding ``node-<i>/``; set by :meth:`start`, ``None`` once gone."""
+        self.home: Path | None = None
+        """The Elasticsearch home the nodes run from; set by :meth:`start`."""
         self._fixed_http = list(http_ports) if http_ports else None
         self._fixed_transport = list(transport_ports) if transport_ports else None
         self._java_home = Path(java_home) if java_home else None
-        self._workdir_arg = Path(workdir) if workdir else None
-        self._workdir: Path | None = None
-        self._home: Path | None = None
+        self._workdir_parent = Path(workdir) if workdir else None
         self._run_as: tuple[int, int] | None = None
         self._bootstrapped = False
-        self._excluded: set[str] = set()
+        self._excluded = False
 
     def __repr__(self) -> str:
         return f"EsCluster({self.cluster_name!r}, nodes={self.nodes!r})"
@@ -794,7 +883,7 @@ class EsCluster:
 
     @property
     def urls(self) -> list[str]:
-        """HTTP URLs of all nodes, stopped ones included (indices are stable)."""
+        """HTTP URLs of all nodes, stopped ones included, so indices stay stable."""
         return [node.url for node in self.nodes]
 
     @property
@@ -802,141 +891,173 @@ class EsCluster:
         """URL of the first running node."""
         return self._running()[0].url
 
-    @property
-    def home(self) -> Path | None:
-        """The Elasticsearch home the nodes run from (after :meth:`start`)."""
-        return self._home
-
     def start(self, timeout: float | None = None) -> Self:
-        """Launch all nodes and wait until they form a green cluster.
+        """Launch all nodes at once and wait until they form a green cluster.
 
         Free ports are picked here unless given.  Losing a port race to another
         process shows up as a bind error in the node log; then the nodes are
         started again on fresh ports (up to three attempts).
         """
-        if self.nodes:
-            raise EsError("cluster already started; use start_node() to restart single nodes")
+        if any(node.wanted for node in self.nodes):
+            raise EsError(
+                "cluster already started; use start_node() to restart single nodes"
+            )
         timeout = self.start_timeout if timeout is None else timeout
         self._prepare()
+        with _lock:
+            _live_clusters.add(self)
         attempts = 1 if (self._fixed_http and self._fixed_transport) else 3
-        for attempt in range(1, attempts + 1):
-            self._create_nodes()
-            started = time.monotonic()
-            try:
-                for index in range(self.size):
-                    self._launch(index)
-                self.wait_for("green", timeout=timeout)
-            except EsError as exc:
-                self._teardown(remove_data=True)
-                if attempt < attempts and _BIND_ERROR.search(str(exc)):
-                    continue
-                raise
-            except BaseException:
-                self._teardown(remove_data=True)
-                raise
-            elapsed = time.monotonic() - started
-            for node in self.nodes:
-                node.started_seconds = elapsed
-            self._bootstrapped = True
-            return self
+        try:
+            for attempt in range(1, attempts + 1):
+                self._create_nodes()
+                started = time.monotonic()
+                try:
+                    for index in range(self.size):
+                        self._launch(index)
+                    self.wait_for("green", timeout=timeout)
+                except EsError as exc:
+                    if attempt < attempts and _BIND_ERROR.search(str(exc)):
+                        self._stop_processes()
+                        continue
+                    raise
+                elapsed = time.monotonic() - started
+                for node in self.nodes:
+                    node.started_seconds = elapsed
+                self._bootstrapped = True
+                return self
+        except BaseException:
+            self.stop()
+            raise
         raise AssertionError("unreachable")
 
-    def wait_for(self, status: HealthStatus = "green", timeout: float = 60.0) -> dict[str, Any]:
-        """Poll ``/_cluster/health`` until ``status`` (or better) with all running nodes joined.
+    def wait_for(
+        self, status: HealthStatus = "green", timeout: float = 60.0
+    ) -> dict[str, Any]:
+        """Poll ``/_cluster/health`` until ``status`` (or better) with all nodes in.
 
-        Requiring exactly the running nodes (``wait_for_nodes``) makes the call
-        meaningful around :meth:`stop_node`/:meth:`start_node`: "yellow" after a
-        stop means the node has really left, "green" after a start means it has
-        really rejoined and recovered.  A node process that dies while we wait
-        fails fast with its log tail instead of running into the timeout.
+        Requiring exactly the nodes that should be running (``wait_for_nodes``)
+        makes the call meaningful around :meth:`stop_node`/:meth:`start_node`:
+        "yellow" after a stop means the node has really left, "green" after a
+        start means it has really rejoined and its shards recovered.  A node
+        process that dies while we wait fails fast with its log tail instead of
+        running into the timeout.  Returns the health response.
         """
         if status not in _HEALTH_STATUSES:
             raise ValueError(f"status must be one of {_HEALTH_STATUSES}")
-        expected = self._running()
+        expected = [node for node in self.nodes if node.wanted]
+        if not expected:
+            raise EsError(f"no node of cluster {self.cluster_name} is running")
         deadline = time.monotonic() + timeout
         last: Any = "no answer yet"
         while True:
-            for node in expected:
-                if not node.running:
-                    code = node.process.returncode if node.process else None
-                    raise EsStartError(
-                        f"node {node.name} ({node.url}) exited with code {code}; "
-                        f"log tail ({node.console_log}):\n{node.log_tail()}"
-                    )
+            self._raise_if_crashed(expected)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                tails = "\n".join(f"--- {n.name}:\n{n.log_tail(15)}" for n in expected)
+                tails = "\n".join(
+                    f"--- {n.name} ({n.console_log}):\n{n.log_tail(15)}"
+                    for n in expected
+                )
                 raise EsTimeoutError(
-                    f"cluster {self.cluster_name} not {status} with {len(expected)} node(s) "
+                    f"cluster {self.cluster_name} not {status} with "
+                    f"{len(expected)} node(s) "
                     f"after {timeout:.0f}s; last health: {last}\n{tails}"
                 )
             server_wait = max(1, min(5, int(remaining)))
-            query = urllib.parse.urlencode({
-                "wait_for_status": status,
-                "wait_for_nodes": str(len(expected)),
-                "timeout": f"{server_wait}s",
-                "master_timeout": f"{server_wait}s",
-            })
+            query = urllib.parse.urlencode(
+                {
+                    "wait_for_status": status,
+                    "wait_for_nodes": str(len(expected)),
+                    "timeout": f"{server_wait}s",
+                    "master_timeout": f"{server_wait}s",
+                }
+            )
             answered = False
             for node in expected:
                 try:
-                    code, body = _http("GET", f"{node.url}/_cluster/health?{query}", timeout=server_wait + 10)
-                except (OSError, urllib.error.URLError) as exc:
+                    code, body = _http(
+                        "GET",
+                        f"{node.url}/_cluster/health?{query}",
+                        timeout=server_wait + 10,
+                    )
+                except OSError as exc:  # connection refused while the node boots
                     last = f"{node.name}: {exc}"
                     continue
                 answered = True
-                if code == 200 and isinstance(body, dict) and not body.get("timed_out"):
+                if (
+                    code == HTTPStatus.OK
+                    and isinstance(body, dict)
+                    and not body.get("timed_out")
+                ):
                     return body
                 last = body
-                break  # a node that answered already waited server-side
+                break  # that node already waited server-side; re-check processes
             if not answered:
                 time.sleep(0.25)
 
     def health(self) -> dict[str, Any]:
         """Current ``/_cluster/health`` from a running node."""
         status, body = self.request("GET", "/_cluster/health")
-        if status != 200:
+        if status != HTTPStatus.OK or not isinstance(body, dict):
             raise EsError(f"cluster health failed with HTTP {status}: {body}")
         return body
 
     def request(
-        self, method: str, path: str, body: Any = None, *, node: int | None = None, timeout: float = 30.0
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        node: int | None = None,
+        timeout: float = 30.0,
     ) -> tuple[int, Any]:
-        """Send one REST request (stdlib only) to node ``node`` or the first running one."""
+        """Send one REST request (stdlib only) to ``node`` or the first running one.
+
+        Returns ``(HTTP status, parsed JSON body)``; ``body`` may be a dict or,
+        for ``_bulk``, an NDJSON string.  Meant for fixtures and smoke checks
+        that must work before any client library is installed.
+        """
         target = self.nodes[node] if node is not None else self._running()[0]
         return _http(method, f"{target.url}{path}", body, timeout=timeout)
 
-    def stop_node(self, index: int, *, timeout: float = 30.0, kill: bool = False) -> None:
-        """Stop node ``index``: SIGTERM, SIGKILL after ``timeout``, wait until its JVMs are gone.
+    def stop_node(
+        self, index: int, *, timeout: float = 30.0, kill: bool = False
+    ) -> None:
+        """Stop node ``index``: SIGTERM, SIGKILL after ``timeout``, wait for its JVMs.
 
         With two master-eligible nodes Elasticsearch keeps only one of them in
-        the voting configuration; stopping that one would leave the survivor
-        without a master (health requests then fail with 503).  So, like
+        the voting configuration; stopping that one leaves the survivor without
+        a master (health then answers 503, writes are blocked).  So, like
         Elasticsearch's own rolling-restart procedure, a graceful stop first adds
-        a voting-config exclusion for the node.  ``kill=True`` simulates a crash:
-        immediate SIGKILL, no exclusion.
+        a voting-config exclusion for the node; :meth:`start_node` clears it.
+        ``kill=True`` simulates a crash: immediate SIGKILL, no exclusion.
         """
         node = self.nodes[index]
-        if not node.running:
-            return
-        others = [other for other in self._running() if other is not node]
-        if others and not kill:
-            code, body = _http(
-                "POST",
-                f"{others[0].url}/_cluster/voting_config_exclusions?"
-                + urllib.parse.urlencode({"node_names": node.name, "timeout": f"{int(timeout)}s"}),
-                timeout=timeout + 10,
+        others = [other for other in self.nodes if other.running and other is not node]
+        if node.running and others and not kill:
+            query = urllib.parse.urlencode(
+                {"node_names": node.name, "timeout": f"{int(timeout)}s"}
             )
-            if code == 200:
-                self._excluded.add(node.name)
+            try:
+                code, body = _http(
+                    "POST",
+                    f"{others[0].url}/_cluster/voting_config_exclusions?{query}",
+                    timeout=timeout + 10,
+                )
+            except OSError as exc:
+                code, body = None, exc
+            if code == HTTPStatus.OK:
+                self._excluded = True
             else:
-                warnings.warn(f"voting exclusion for {node.name} failed ({code}): {body}", stacklevel=2)
+                warnings.warn(
+                    f"voting exclusion for {node.name} failed ({code}): {body}",
+                    stacklevel=2,
+                )
         node._terminate(timeout=timeout, kill=kill)
 
     def start_node(self, index: int, *, timeout: float | None = None) -> None:
-        """Restart stopped node ``index`` on its old ports and data; wait until it has rejoined.
+        """Restart stopped node ``index`` on its ports and data; wait until it rejoined.
 
-        Waits for "yellow" with all running nodes present (the restarted node's
+        Waits for "yellow" with all wanted nodes present (the restarted node's
         replicas may still be recovering); call ``wait_for("green")`` for more.
         """
         node = self.nodes[index]
@@ -948,15 +1069,29 @@ class EsCluster:
         self.wait_for("yellow", timeout=timeout)
         node.started_seconds = time.monotonic() - started
         if self._excluded:
-            _http("DELETE", f"{node.url}/_cluster/voting_config_exclusions?wait_for_removal=false")
-            self._excluded.clear()
+            try:
+                _http(
+                    "DELETE",
+                    f"{node.url}/_cluster/voting_config_exclusions?wait_for_removal=false",
+                )
+                self._excluded = False
+            except OSError as exc:
+                warnings.warn(f"clearing voting exclusions failed: {exc}", stacklevel=2)
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop all nodes (in parallel) and delete their directories unless ``keep_data``."""
-        self._teardown(remove_data=not self.keep_data, timeout=timeout)
+        """Stop all nodes (in parallel); delete their directories unless ``keep_data``.
+
+        Idempotent; also called by ``__exit__`` and at interpreter exit.
+        """
+        self._stop_processes(timeout)
+        with _lock:
+            _live_clusters.discard(self)
+        if self.workdir is not None and not self.keep_data:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
 
     def __enter__(self) -> Self:
-        if not self.nodes:
+        if not any(node.wanted for node in self.nodes):
             self.start()
         return self
 
@@ -976,41 +1111,53 @@ class EsCluster:
             raise EsError(f"no node of cluster {self.cluster_name} is running")
         return running
 
+    def _raise_if_crashed(self, nodes: Sequence[EsNode]) -> None:
+        for node in nodes:
+            if node.wanted and not node.running:
+                code = node.process.returncode if node.process else None
+                raise EsStartError(
+                    f"node {node.name} ({node.url}) exited with code {code}; "
+                    f"log tail ({node.console_log}):\n{node.log_tail()}"
+                )
+
     def _prepare(self) -> None:
         home = ensure_distribution(self.version)
         if os.geteuid() == 0:
             self._run_as = ensure_es_user()
             home = runnable_home(home, *self._run_as)
-        self._home = home
+        self.home = home
         if self._java_home is None:
             self._java_home = find_java_home()
-        if self._workdir_arg is not None:
-            self._workdir_arg.mkdir(parents=True, exist_ok=True)
-            self._workdir = Path(tempfile.mkdtemp(prefix=f"{self.cluster_name}-", dir=self._workdir_arg))
-        else:
-            self._workdir = Path(tempfile.mkdtemp(prefix=f"{self.cluster_name}-"))
+        if self._workdir_parent is not None:
+            self._workdir_parent.mkdir(parents=True, exist_ok=True)
+        self.workdir = Path(
+            tempfile.mkdtemp(prefix=f"{self.cluster_name}-", dir=self._workdir_parent)
+        )
         if self._run_as is not None:
-            os.chown(self._workdir, *self._run_as)
-            if not _traversable_by(self._workdir, *self._run_as):
-                raise EsError(f"user {ES_USER} cannot reach {self._workdir}; pass another workdir")
+            os.chown(self.workdir, *self._run_as)
+            if not _traversable_by(self.workdir, *self._run_as):
+                raise EsError(
+                    f"user {ES_USER} cannot reach {self.workdir}; pass another workdir"
+                )
 
     def _create_nodes(self) -> None:
-        assert self._workdir is not None and self._home is not None
-        http = self._fixed_http
-        transport = self._fixed_transport
+        assert self.workdir is not None and self.home is not None
+        http, transport = self._fixed_http, self._fixed_transport
         if http is None or transport is None:
             free = _free_ports(2 * self.size)
             http = http or free[: self.size]
             transport = transport or free[self.size :]
         self.nodes = []
         for index in range(self.size):
-            directory = self._workdir / f"node-{index}"
+            directory = self.workdir / f"node-{index}"
             if directory.exists():
                 shutil.rmtree(directory)
-            shutil.copytree(self._home / "config", directory / "config")
+            shutil.copytree(self.home / "config", directory / "config")
             for sub in ("data", "logs", "tmp"):
                 (directory / sub).mkdir()
-            self.nodes.append(EsNode(f"node-{index}", http[index], transport[index], directory))
+            self.nodes.append(
+                EsNode(f"node-{index}", http[index], transport[index], directory)
+            )
 
     def _node_settings(self, node: EsNode) -> dict[str, Any]:
         settings: dict[str, Any] = {
@@ -1027,7 +1174,9 @@ class EsCluster:
         if self.size == 1:
             settings["discovery.type"] = "single-node"
         else:
-            settings["discovery.seed_hosts"] = [f"127.0.0.1:{n.transport_port}" for n in self.nodes]
+            settings["discovery.seed_hosts"] = [
+                f"127.0.0.1:{n.transport_port}" for n in self.nodes
+            ]
             if not self._bootstrapped:
                 # Only for the very first election; a restarted node must not carry it.
                 settings["cluster.initial_master_nodes"] = [n.name for n in self.nodes]
@@ -1035,35 +1184,46 @@ class EsCluster:
         return settings
 
     def _launch(self, index: int) -> None:
-        assert self._home is not None and self._java_home is not None
+        assert self.home is not None and self._java_home is not None
         node = self.nodes[index]
         # JSON values are valid YAML flow scalars/sequences and quote safely.
-        config = "".join(f"{key}: {json.dumps(value)}\n" for key, value in self._node_settings(node).items())
+        settings = self._node_settings(node)
+        config = "".join(
+            f"{key}: {json.dumps(value)}\n" for key, value in settings.items()
+        )
         (node.directory / "config" / "elasticsearch.yml").write_text(config)
         if self._run_as is not None:
             _chown_tree(node.directory, *self._run_as)
         # Inherited ES_* / JAVA_* variables would silently change what runs.
-        dropped = {"JAVA_HOME", "JAVA_OPTS", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "CLI_JAVA_OPTS"}
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ES_") and k not in dropped}
+        dropped = {
+            "JAVA_HOME",
+            "JAVA_OPTS",
+            "JAVA_TOOL_OPTIONS",
+            "_JAVA_OPTIONS",
+            "CLI_JAVA_OPTS",
+        }
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("ES_") and k not in dropped
+        }
         env.update(
             ES_JAVA_HOME=str(self._java_home),
             ES_PATH_CONF=str(node.directory / "config"),
-            ES_JAVA_OPTS=" ".join([f"-Xms{self.heap}", f"-Xmx{self.heap}", *self.java_opts]),
+            ES_JAVA_OPTS=" ".join(
+                [f"-Xms{self.heap}", f"-Xmx{self.heap}", *self.java_opts]
+            ),
             ES_TMPDIR=str(node.directory / "tmp"),
             HOME=str(node.directory),
         )
-        node._launch([str(self._home / "bin" / "elasticsearch")], env, self._run_as)
+        node._launch([str(self.home / "bin" / "elasticsearch")], env, self._run_as)
 
-    def _teardown(self, *, remove_data: bool, timeout: float = 30.0) -> None:
-        for node in self.nodes:
+    def _stop_processes(self, timeout: float = 30.0) -> None:
+        for node in self.nodes:  # signal all first: they shut down in parallel
             if node.running:
                 node._signal(signal.SIGTERM)
         for node in self.nodes:
             node._terminate(timeout=timeout, kill=False)
-        if remove_data and self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
-            self._workdir = None
-        self.nodes = [] if remove_data else self.nodes
 
 
 # --------------------------------------------------------------------------------------
@@ -1072,19 +1232,32 @@ class EsCluster:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``fetch``: download, unpack, create the node user, print the home.  ``run``: start a cluster."""
+    """CLI: ``fetch`` prepares and prints the home; ``run`` starts a cluster."""
     parser = argparse.ArgumentParser(
         prog="python -m indexplug_elastic.testing.server",
         description="Obtain and run a real Elasticsearch for indexplug tests.",
     )
-    parser.add_argument("--version", default=DEFAULT_VERSION, help="Elasticsearch version")
+    parser.add_argument(
+        "--version", default=DEFAULT_VERSION, help="Elasticsearch version"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("fetch", help="download and unpack the distribution, print its home")
-    run = commands.add_parser("run", help="start nodes, print their URLs, stay until Ctrl-C")
+    commands.add_parser(
+        "fetch", help="download and unpack the distribution, print its home"
+    )
+    run = commands.add_parser(
+        "run", help="start nodes, print their URLs, stay until Ctrl-C"
+    )
     run.add_argument("--nodes", type=int, default=1)
     run.add_argument("--heap", default="512m")
-    run.add_argument("--http-port", type=int, action="append", help="once per node (default: free ports)")
-    run.add_argument("--keep-data", action="store_true", help="keep the node directories on exit")
+    run.add_argument(
+        "--http-port",
+        type=int,
+        action="append",
+        help="once per node (default: free ports)",
+    )
+    run.add_argument(
+        "--keep-data", action="store_true", help="keep the node directories on exit"
+    )
     args = parser.parse_args(argv)
 
     if args.command == "fetch":
@@ -1099,12 +1272,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
+    if args.http_port and len(args.http_port) != args.nodes:
+        parser.error("give --http-port once per node")
     signal.signal(signal.SIGTERM, interrupt)
-    cluster = EsCluster(args.nodes, version=args.version, heap=args.heap, keep_data=args.keep_data)
-    if args.http_port:
-        cluster._fixed_http = list(args.http_port)
-        if len(cluster._fixed_http) != args.nodes:
-            parser.error("give --http-port once per node")
+    cluster = EsCluster(
+        args.nodes,
+        version=args.version,
+        heap=args.heap,
+        http_ports=args.http_port,
+        keep_data=args.keep_data,
+    )
     started = time.monotonic()
     try:
         cluster.start()

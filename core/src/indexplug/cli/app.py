@@ -1,0 +1,382 @@
+"""The ``indexplug`` command line (typer + rich).
+
+Every command that lists or reports has ``--json`` with a stable shape (the outcome models'
+JSON).  Exit codes tell a result (0), no match (1), an empty index (2) and each failure kind apart
+(see :data:`indexplug.outcomes.EXIT_CODES`); a usage or input error exits 64 with one sentence on
+stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from indexplug.cli.resolve import Target, resolve_target
+from indexplug.errors import IndexplugError
+from indexplug.outcomes import EXIT_CODES, Searched
+from indexplug.passages import Passage
+
+app = typer.Typer(
+    name="indexplug",
+    help="Many retrieval index backends behind one honest interface.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+BAD_INPUT = 64
+
+T = TypeVar("T")
+
+BackendOpt = Annotated[
+    str | None, typer.Option("--backend", "-b", help="Backend name (default: sqlite-fts5).")
+]
+OptionOpt = Annotated[
+    list[str] | None,
+    typer.Option("--option", "-o", help="Backend setting KEY=VALUE (repeatable)."),
+]
+EmbedderOpt = Annotated[
+    str | None, typer.Option("--embedder", "-e", help="Embedder spec PROVIDER:MODEL.")
+]
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", "-c", help="indexplug.toml to read indexes from.")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (stable shape).")]
+IndexOpt = Annotated[str, typer.Option("--index", "-i", help="Index name.")]
+DeadlineOpt = Annotated[
+    float | None, typer.Option("--deadline", help="Seconds the op may take (default 10).")
+]
+
+
+def fail(message: str, code: int = BAD_INPUT) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def guarded(fn: Callable[[], T]) -> T:
+    """Run a command body, turning expected errors into one sentence and an exit code."""
+    try:
+        return fn()
+    except typer.Exit:
+        raise
+    except (IndexplugError, FileNotFoundError, NotADirectoryError, ValueError, KeyError) as exc:
+        raise fail(str(exc).strip("'\"")) from None
+
+
+def target(
+    index: str,
+    backend: str | None,
+    option: list[str] | None,
+    embedder: str | None,
+    config: Path | None,
+) -> Target:
+    return resolve_target(index, backend=backend, options=option, embedder=embedder, config=config)
+
+
+def emit(outcome: Any, as_json: bool) -> None:
+    if as_json:
+        out.print_json(outcome.model_dump_json())
+    else:
+        style = "green" if outcome.ok else ("yellow" if outcome.code == "NO_MATCH" else "red")
+        out.print(f"[{style}]{outcome.code}[/] {outcome.message}", highlight=False)
+
+
+def finish(outcome: Any) -> None:
+    raise typer.Exit(EXIT_CODES.get(outcome.code, 3))
+
+
+@app.command()
+def backends(as_json: JsonOpt = False) -> None:
+    """List installed backends with readiness, capabilities and score scale."""
+    from indexplug.plugins import get_registry
+
+    reg = get_registry()
+    rows = reg.describe_backends()
+    problems = [{"plugin": p.plugin, "problem": p.problem} for p in reg.problems]
+    if as_json:
+        out.print_json(
+            json.dumps(
+                {
+                    "backends": [r.model_dump(mode="json") for r in rows],
+                    "embedders": [e.model_dump(mode="json") for e in reg.describe_embedders()],
+                    "problems": problems,
+                }
+            )
+        )
+        return
+    table = Table(title="indexplug backends")
+    for col in ("backend", "plugin", "ready", "scale", "capabilities", "description"):
+        table.add_column(col)
+    for r in rows:
+        caps = ", ".join(
+            k for k, v in (r.capabilities.model_dump() if r.capabilities else {}).items() if v
+        )
+        ready = "[green]yes[/]" if r.ready else f"[red]no[/]: {r.reason}"
+        scale = r.score_scale.name if r.score_scale else "-"
+        table.add_row(r.name, r.plugin, ready, scale, caps, r.description)
+    out.print(table)
+    embedders = ", ".join(e.provider for e in reg.describe_embedders())
+    out.print(f"embedders: {embedders or 'none'}")
+    for p in problems:
+        out.print(f"[red]plugin problem[/] {p['plugin']}: {p['problem']}", highlight=False)
+
+
+@app.command()
+def index(
+    path: Annotated[Path, typer.Argument(help="Folder (or file) to index.")],
+    index: IndexOpt,
+    backend: BackendOpt = None,
+    option: OptionOpt = None,
+    embedder: EmbedderOpt = None,
+    config: ConfigOpt = None,
+    max_bytes: Annotated[
+        int | None, typer.Option(help="Storage budget (set on first write).")
+    ] = None,
+    max_chars: Annotated[int, typer.Option(help="Longest passage in characters.")] = 1200,
+    overlap: Annotated[int, typer.Option(help="Characters shared by neighbouring passages.")] = 150,
+    as_json: JsonOpt = False,
+) -> None:
+    """Index the text files of a folder; re-running updates only what changed."""
+    from indexplug.ingest import index_folder
+
+    def body() -> int:
+        t = target(index, backend, option, embedder, config)
+        if not path.exists():
+            raise FileNotFoundError(f"{path} does not exist")
+        with Progress(
+            TextColumn("indexing"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            disable=as_json or not sys.stderr.isatty(),
+        ) as bar:
+            task = bar.add_task("files", total=None)
+            report = index_folder(
+                t.guard,
+                path,
+                t.index,
+                max_bytes=max_bytes or t.max_bytes,
+                max_chars=max_chars,
+                overlap=overlap,
+                progress=lambda n, total: bar.update(task, completed=n, total=total),
+            )
+        if as_json:
+            out.print_json(report.model_dump_json())
+        else:
+            out.print(
+                f"[green]indexed[/] {report.files_indexed} file(s) into '{t.index}' "
+                f"({report.passages_added} passage(s) added, {report.passages_known} known, "
+                f"{report.passages_removed} removed); {report.files_unchanged} unchanged, "
+                f"{report.skipped_binary} binary skipped, {report.files_removed} gone.",
+                highlight=False,
+            )
+            for f in report.failures:
+                err.print(f"[red]failed:[/] {f}", highlight=False)
+        return 0 if report.ok else 3
+
+    raise typer.Exit(guarded(body))
+
+
+@app.command()
+def add(
+    file: Annotated[Path, typer.Argument(help="JSONL of passages ('-' for stdin).")],
+    index: IndexOpt,
+    backend: BackendOpt = None,
+    option: OptionOpt = None,
+    embedder: EmbedderOpt = None,
+    config: ConfigOpt = None,
+    max_bytes: Annotated[int | None, typer.Option(help="Storage budget.")] = None,
+    deadline: DeadlineOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add passages from JSONL: each line a Passage, or {"text", "uri", ...} to build one."""
+
+    def body() -> Any:
+        t = target(index, backend, option, embedder, config)
+        if str(file) == "-":
+            lines = sys.stdin.read().splitlines()
+        else:
+            lines = file.read_text(encoding="utf-8").splitlines()
+        passages = []
+        for n, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+                if "source" in data:
+                    passages.append(Passage.model_validate(data))
+                else:
+                    passages.append(
+                        Passage.create(
+                            data["text"],
+                            data["uri"],
+                            start=int(data.get("start", 0)),
+                            end=data.get("end"),
+                            metadata=data.get("metadata"),
+                        )
+                    )
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"line {n} of {file} is not a passage: {exc}") from None
+        return t.guard.add(
+            t.index, passages, max_bytes=max_bytes or t.max_bytes, deadline_s=deadline
+        )
+
+    outcome = guarded(body)
+    emit(outcome, as_json)
+    finish(outcome)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="Plain-text query.")],
+    index: IndexOpt,
+    k: Annotated[int, typer.Option("-k", "--top-k", help="How many hits.")] = 10,
+    backend: BackendOpt = None,
+    option: OptionOpt = None,
+    embedder: EmbedderOpt = None,
+    config: ConfigOpt = None,
+    deadline: DeadlineOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search an index and print the hits."""
+
+    def body() -> Any:
+        t = target(index, backend, option, embedder, config)
+        return t.search(query, top_k=k, deadline_s=deadline)
+
+    outcome = guarded(body)
+    if isinstance(outcome, Searched) and not as_json:
+        table = Table(title=f"{outcome.message}  scale: {outcome.scale.name}")
+        table.add_column("#", justify="right")
+        table.add_column("score", justify="right")
+        table.add_column("source")
+        table.add_column("passage")
+        for h in outcome.hits:
+            snippet = " ".join(h.passage.text.split())
+            snippet = snippet[:200] + ("…" if len(snippet) > 200 else "")
+            where = f"{h.passage.source.uri} [{h.passage.start}:{h.passage.end}]"
+            table.add_row(str(h.rank), f"{h.score:.3f}", where, snippet)
+        out.print(table)
+    else:
+        emit(outcome, as_json)
+    finish(outcome)
+
+
+@app.command()
+def status(
+    index: IndexOpt,
+    backend: BackendOpt = None,
+    option: OptionOpt = None,
+    embedder: EmbedderOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show how many passages an index holds, its size and budget."""
+    outcome = guarded(lambda: target(index, backend, option, embedder, config).guard.status(index))
+    emit(outcome, as_json)
+    finish(outcome)
+
+
+@app.command()
+def remove(
+    ids: Annotated[list[str], typer.Argument(help="Passage ids to remove.")],
+    index: IndexOpt,
+    backend: BackendOpt = None,
+    option: OptionOpt = None,
+    embedder: EmbedderOpt = None,
+    config: ConfigOpt = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Remove passages by id (asks first unless --yes)."""
+
+    def body() -> Any:
+        t = target(index, backend, option, embedder, config)
+        if not yes and not typer.confirm(f"Remove {len(ids)} passage(s) from '{t.index}'?"):
+            raise typer.Exit(BAD_INPUT)
+        return t.guard.remove(t.index, ids)
+
+    outcome = guarded(body)
+    emit(outcome, as_json)
+    finish(outcome)
+
+
+@app.command("eval")
+def eval_(
+    dataset: Annotated[
+        Path, typer.Argument(help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/")
+    ],
+    backend: BackendOpt = None,
+    option: OptionOpt = None,
+    embedder: EmbedderOpt = None,
+    config: ConfigOpt = None,
+    index: Annotated[str | None, typer.Option(help="Index name (default: eval-DATASET).")] = None,
+    split: Annotated[str, typer.Option(help="Qrels split.")] = "test",
+    keep: Annotated[bool, typer.Option(help="Keep the index (default: reuse is refused).")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Index a BEIR dataset into a fresh index and report nDCG@10, Recall@100, MRR@10, speed."""
+    from indexplug.evaluation import load_beir, run_eval
+
+    def body() -> Any:
+        ds = load_beir(dataset, split)
+        name = index or f"eval-{''.join(c if c.isalnum() else '-' for c in ds.name.lower())}"
+        t = target(name, backend, option, embedder, config)
+        st = t.guard.status(t.index)
+        if st.code == "STATUS" and st.exists and st.passages:  # type: ignore[union-attr]
+            raise ValueError(
+                f"index '{t.index}' already holds passages; eval needs a fresh index "
+                "(remove it or pass --index NAME)"
+            )
+        report = run_eval(
+            t.guard, ds, t.index, backend=t.backend_name, options=t.describe(), searcher=t.search
+        )
+        if not keep:
+            t.drop()
+        return report
+
+    report = guarded(body)
+    if as_json:
+        out.print_json(report.model_dump_json())
+        return
+    table = Table(title=f"{report.dataset} on {report.backend}")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for label, value in (
+        ("nDCG@10", f"{report.ndcg_at_10:.4f}"),
+        ("Recall@100", f"{report.recall_at_100:.4f}"),
+        ("MRR@10", f"{report.mrr_at_10:.4f}"),
+        ("passages", str(report.passages)),
+        ("queries", str(report.queries)),
+        ("indexing (passages/s)", f"{report.passages_per_second:,.0f}"),
+        (
+            "latency p50 / p95 / p99 (ms)",
+            f"{report.latency_ms.p50} / {report.latency_ms.p95} / {report.latency_ms.p99}",
+        ),
+        ("outcomes", ", ".join(f"{k}={v}" for k, v in report.outcomes.items())),
+    ):
+        table.add_row(label, value)
+    out.print(table)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise SystemExit(130) from None
+
+
+if __name__ == "__main__":
+    main()

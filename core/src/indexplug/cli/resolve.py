@@ -1,0 +1,91 @@
+"""From command-line flags (or a config file) to a guarded backend and an index name.
+
+Both paths end in the same :class:`Target`, so every command behaves the same whether an index
+is described by ``--backend/--option/--embedder`` or by a table in ``indexplug.toml``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from indexplug.guard import Guard
+from indexplug.names import validate_index_name
+from indexplug.plugins import get_registry
+
+DEFAULT_BACKEND = "sqlite-fts5"
+
+
+def parse_options(pairs: Iterable[str] | None) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs; values that parse as JSON (numbers, booleans, lists) are typed."""
+    options: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--option takes KEY=VALUE, got {pair!r}")
+        try:
+            options[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key.strip()] = value
+    return options
+
+
+@dataclass
+class Target:
+    """One index as the CLI and ``invoke`` address it."""
+
+    index: str
+    backend_name: str
+    guard: Guard
+    options: dict[str, Any] = field(default_factory=dict)
+    max_bytes: int | None = None
+    searcher: Callable[..., Any] | None = None
+    """Overrides :meth:`search` (fusion indexes search several legs)."""
+
+    def search(self, query: str, *, top_k: int = 10, deadline_s: float | None = None) -> Any:
+        if self.searcher is not None:
+            return self.searcher(query, top_k=top_k, deadline_s=deadline_s)
+        return self.guard.search(self.index, query, top_k=top_k, deadline_s=deadline_s)
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.backend_name, **self.options}
+
+    def drop(self) -> bool:
+        """Delete the whole index when the backend offers ``drop``; False when it cannot."""
+        if not callable(getattr(self.guard.backend, "op_drop", None)):
+            return False
+        self.guard.call_extra("drop", self.index)
+        return True
+
+
+def resolve_target(
+    index: str,
+    *,
+    backend: str | None = None,
+    options: Iterable[str] | None = None,
+    embedder: str | None = None,
+    config: Path | None = None,
+) -> Target:
+    """Flags win over nothing; a config file (explicit or discovered) describes named indexes."""
+    from indexplug.config import find_config_file, load_config
+
+    path = find_config_file(config)
+    if path is not None:
+        cfg = load_config(path)
+        if index in cfg.indexes or cfg.defaults.backend:
+            if backend or options or embedder:
+                extra = parse_options(options)
+                if embedder:
+                    extra["embedder"] = embedder
+                return cfg.target(index, backend=backend, extra_options=extra)
+            return cfg.target(index)
+    validate_index_name(index)
+    name = backend or DEFAULT_BACKEND
+    opts = parse_options(options)
+    if embedder:
+        opts["embedder"] = embedder
+    guard = get_registry().backend(name, opts)
+    return Target(index=index, backend_name=name, guard=guard, options=opts)

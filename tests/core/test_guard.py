@@ -1,0 +1,192 @@
+"""The guard turns every way a plugin can misbehave into the one outcome it must become."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from indexplug import (
+    Capabilities,
+    Guard,
+    Hit,
+    Indexed,
+    IndexEmpty,
+    InvalidIndexName,
+    InvalidQuery,
+    InvalidRequest,
+    NoMatch,
+    Passage,
+    Readiness,
+    ScoreScale,
+    Searched,
+)
+from indexplug.outcomes import IndexFailed, IndexTimeout, IndexUnavailable
+
+SCALE = ScoreScale(name="test")
+P1 = Passage.create("alpha beta", "mem://1")
+P2 = Passage.create("beta gamma", "mem://2")
+
+
+def hit(rank: int, score: float, p: Passage = P1, scale: str = "test") -> Hit:
+    return Hit(rank=rank, score=score, score_scale=scale, passage=p)
+
+
+class Fake:
+    name = "fake"
+    description = "scripted"
+    score_scale = SCALE
+    capabilities = Capabilities()
+
+    def __init__(self, answer: Any = None, *, ready: Any = True, sleep: float = 0.0) -> None:
+        self.answer = answer
+        self.ready = ready
+        self.sleep = sleep
+        self.calls = 0
+
+    def readiness(self) -> Any:
+        if isinstance(self.ready, Exception):
+            raise self.ready
+        if self.ready is True:
+            return Readiness.yes()
+        if self.ready is False:
+            return Readiness.no("server down")
+        return self.ready
+
+    def _answer(self) -> Any:
+        self.calls += 1
+        if self.sleep:
+            time.sleep(self.sleep)
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
+
+    def search(self, index: str, query: str, **kw: Any) -> Any:
+        return self._answer()
+
+    def add(self, index: str, passages: Any, **kw: Any) -> Any:
+        return self._answer()
+
+    def remove(self, index: str, ids: Any, **kw: Any) -> Any:
+        return self._answer()
+
+    def status(self, index: str, **kw: Any) -> Any:
+        return self._answer()
+
+    def close(self) -> None:
+        pass
+
+
+def searched(*hits: Hit, searched: int = 5, scale: ScoreScale = SCALE) -> Searched:
+    return Searched(index="i", hits=list(hits), searched=searched, scale=scale)
+
+
+@pytest.mark.parametrize(
+    "answer, reason",
+    [
+        ([P1], "returned list"),
+        (None, "returned NoneType"),
+        ("ok", "returned str"),
+        (Indexed(index="i", added=0, known=0), "returned Indexed"),
+        (searched(), "no hits"),
+        (searched(hit(2, 1.0)), "ranks must be 1..n"),
+        (searched(hit(1, 1.0), hit(2, 2.0, P2)), "out of order"),
+        (searched(hit(1, float("nan"))), "non-finite"),
+        (searched(hit(1, 1.0, scale="other")), "on scale 'other'"),
+        (searched(hit(1, 1.0), scale=ScoreScale(name="other")), "differs from declared"),
+        (searched(hit(1, 1.0), hit(2, 0.5, P2), searched=1), "fewer than"),
+        (NoMatch(index="other", searched=1), "answered for index 'other'"),
+    ],
+)
+def test_contract_violations_become_index_failed(answer: Any, reason: str) -> None:
+    out = Guard(Fake(answer)).search("i", "q", top_k=5)
+    assert isinstance(out, IndexFailed)
+    assert "contract violation" in out.reason and reason in out.reason
+    assert out.backend == "fake"
+
+
+def test_more_hits_than_top_k_is_a_violation() -> None:
+    out = Guard(Fake(searched(hit(1, 2.0), hit(2, 1.0, P2)))).search("i", "q", top_k=1)
+    assert isinstance(out, IndexFailed) and "top_k=1" in out.reason
+
+
+def test_a_raising_plugin_becomes_failed_naming_plugin_and_error() -> None:
+    out = Guard(Fake(RuntimeError("disk on fire")), plugin="fakeplug").search("i", "q")
+    assert isinstance(out, IndexFailed)
+    assert "fakeplug" in out.reason and "RuntimeError: disk on fire" in out.reason
+
+
+def test_tampered_passages_are_not_served() -> None:
+    bad = Passage.from_stored(id=P1.id, text="evil", source={"uri": "mem://1"}, start=0, end=10)
+    out = Guard(
+        Fake(
+            searched(
+                Hit.model_construct(
+                    rank=1, score=1.0, score_scale="test", passage=bad, untrusted=True
+                )
+            )
+        )
+    ).search("i", "q")
+    assert isinstance(out, IndexFailed) and out.error_type == "IntegrityError"
+
+
+def test_overrunning_the_deadline_becomes_timeout_and_releases_the_caller() -> None:
+    fake = Fake(NoMatch(index="i", searched=1), sleep=2.0)
+    t = time.monotonic()
+    out = Guard(fake).search("i", "q", deadline_s=0.1)
+    assert isinstance(out, IndexTimeout)
+    assert time.monotonic() - t < 1.0
+    assert out.deadline_s == 0.1
+
+
+@pytest.mark.parametrize("ready", [False, Readiness(ready=False), RuntimeError("boom"), "yes"])
+def test_not_ready_is_unavailable_without_calling(ready: Any) -> None:
+    fake = Fake(NoMatch(index="i", searched=1), ready=ready)
+    g = Guard(fake)
+    for out in (g.search("i", "q"), g.add("i", [P1]), g.remove("i", ["x"]), g.status("i")):
+        assert isinstance(out, IndexUnavailable) and out.reason
+    assert fake.calls == 0
+
+
+def test_good_answers_pass_and_are_stamped() -> None:
+    out = Guard(Fake(searched(hit(1, 2.0), hit(2, 1.0, P2)))).search("i", "q", deadline_s=3)
+    assert isinstance(out, Searched) and out.backend == "fake" and out.deadline_s == 3
+    assert out.elapsed_ms is not None
+    assert isinstance(Guard(Fake(IndexEmpty(index="i"))).search("i", "q"), IndexEmpty)
+
+
+def test_add_counts_must_add_up_and_duplicates_in_a_batch_are_known() -> None:
+    lie = Guard(Fake(Indexed(index="i", added=5, known=0))).add("i", [P1, P2])
+    assert isinstance(lie, IndexFailed) and "2 distinct" in lie.reason
+    ok = Guard(Fake(Indexed(index="i", added=1, known=0))).add("i", [P1, P1])
+    assert isinstance(ok, Indexed) and ok.known == 1
+
+
+@pytest.mark.parametrize("top_k", [0, -1, 10**6, 2.5, True])
+def test_bad_top_k_is_a_typed_error(top_k: Any) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        Guard(Fake()).search("i", "q", top_k=top_k)
+    assert info.value.field == "top_k"
+
+
+@pytest.mark.parametrize("query", ["", "   ", "a\x00b", "x" * 100_001])
+def test_bad_queries_are_typed_errors(query: str) -> None:
+    with pytest.raises(InvalidQuery):
+        Guard(Fake()).search("i", query)
+
+
+def test_bad_index_names_never_reach_the_plugin() -> None:
+    fake = Fake()
+    with pytest.raises(InvalidIndexName):
+        Guard(fake).search("../../etc/passwd", "q")
+    assert fake.calls == 0
+
+
+def test_filters_need_the_capability() -> None:
+    with pytest.raises(InvalidRequest, match="filters"):
+        Guard(Fake()).search("i", "q", filters={"a": 1})
+
+
+def test_oversize_batches_are_refused() -> None:
+    with pytest.raises(InvalidRequest, match="over the limit"):
+        Guard(Fake()).add("i", [P1] * 10_001)

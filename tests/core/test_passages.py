@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from indexplug import Passage, Source, passage_id, passages_from_text
+from indexplug.passages import passage_from_span, split_spans
+from pydantic import ValidationError
+
+texts = st.text(min_size=1, max_size=300).filter(lambda t: t.strip() != "")
+
+
+@given(texts, st.text(min_size=1, max_size=50), st.integers(0, 10_000))
+def test_id_is_content_addressed_and_stable(text: str, uri: str, start: int) -> None:
+    a = Passage.create(text, uri, start=start)
+    b = Passage.create(text, uri, start=start)
+    assert a.id == b.id == passage_id(text, uri, start, start + len(text))
+    assert Passage.model_validate_json(a.model_dump_json()) == a
+
+
+@given(texts, st.text(min_size=1, max_size=50))
+def test_any_change_changes_the_id(text: str, uri: str) -> None:
+    base = Passage.create(text, uri)
+    assert Passage.create(text + "x", uri).id != base.id
+    assert Passage.create(text, uri + "x").id != base.id
+    assert Passage.create(text, uri, start=1).id != base.id
+
+
+def test_a_lying_id_is_refused() -> None:
+    p = Passage.create("hello", "mem://a")
+    with pytest.raises(ValidationError, match="does not match"):
+        Passage(**{**p.model_dump(), "text": "HELLO"})
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t"])
+def test_empty_text_is_refused(text: str) -> None:
+    with pytest.raises(ValidationError):
+        Passage.create(text, "mem://a")
+
+
+def test_metadata_must_be_flat() -> None:
+    with pytest.raises(ValidationError):
+        Passage.create("x", "mem://a", metadata={"nested": {"a": 1}})  # type: ignore[dict-item]
+
+
+def test_from_stored_keeps_tampering_visible() -> None:
+    p = Passage.create("original", "mem://a")
+    stored = Passage.from_stored(
+        id=p.id, text="tampered", source={"uri": "mem://a"}, start=0, end=8
+    )
+    assert stored.expected_id() != stored.id
+
+
+@given(st.text(min_size=0, max_size=5000), st.integers(50, 800), st.integers(0, 40))
+def test_spans_cover_the_text_within_bounds(text: str, max_chars: int, overlap: int) -> None:
+    spans = list(split_spans(text, max_chars, overlap))
+    for s, e in spans:
+        assert 0 <= s < e <= len(text)
+        assert e - s <= max_chars
+        assert text[s:e] == text[s:e].strip()
+    # every non-space character lies in some span
+    covered = set()
+    for s, e in spans:
+        covered.update(range(s, e))
+    assert all(i in covered for i, c in enumerate(text) if not c.isspace())
+
+
+def test_passages_from_text_prefer_sentence_boundaries() -> None:
+    text = " ".join(f"Sentence number {i} says something." for i in range(200))
+    src = Source(uri="file:///doc.txt")
+    ps = passages_from_text(text, src, max_chars=300, overlap=50)
+    assert len(ps) > 5
+    assert all(p.text.endswith(".") for p in ps[:-1])
+    assert all(text[p.start : p.end] == p.text for p in ps)
+
+
+def test_span_helper_rejects_out_of_range() -> None:
+    with pytest.raises(ValueError):
+        passage_from_span("abc", 2, 10, Source(uri="mem://x"))
