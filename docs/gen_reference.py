@@ -1,0 +1,156 @@
+"""Generate the reference pages from the code, so they cannot drift from it.
+
+* ``docs/reference/cli.md`` from the typer application (every command, argument and option);
+* ``docs/reference/config.md`` from the pydantic models of ``indexplug.toml``;
+* ``docs/reference/ops.md`` from the ``invoke`` ops and their argument/result models.
+
+``python docs/gen_reference.py`` rewrites them; ``--check`` fails (exit 1) when a committed page
+differs from what the code generates, which is how CI keeps them current.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import typer
+
+HERE = Path(__file__).resolve().parent
+REF = HERE / "reference"
+
+
+def _cli() -> str:
+    from indexplug.cli.app import app
+
+    root = typer.main.get_command(app)
+    lines = [
+        "# CLI reference",
+        "",
+        "Generated from the command line itself by `docs/gen_reference.py`.",
+        "",
+    ]
+
+    def walk(cmd: click.Command, path: list[str]) -> None:
+        if isinstance(cmd, click.Group):
+            for name in sorted(cmd.commands):
+                walk(cmd.commands[name], [*path, name])
+            return
+        lines.append(f"## `{' '.join(path)}`")
+        lines.append("")
+        if cmd.help:
+            lines.append(cmd.help.strip().split("\n\n")[0])
+            lines.append("")
+        lines.append("| parameter | kind | default | help |")
+        lines.append("|---|---|---|---|")
+        for p in cmd.params:
+            if p.name == "help":
+                continue
+            if isinstance(p, click.Option):
+                name = ", ".join(f"`{o}`" for o in p.opts)
+                kind = "flag" if p.is_flag else "option"
+                helptext = (p.help or "").replace("|", "\\|")
+                default = "" if p.default in (None, False, ()) else f"`{p.default}`"
+            else:
+                name = f"`{(p.name or '').upper()}`"
+                kind = "argument"
+                helptext = ""
+                default = ""
+            lines.append(f"| {name} | {kind} | {default} | {helptext} |")
+        lines.append("")
+
+    walk(root, ["indexplug"])
+    return "\n".join(lines)
+
+
+def _model_table(model: Any) -> list[str]:
+    rows = ["| key | type | default | description |", "|---|---|---|---|"]
+    schema = model.model_json_schema()
+    for name, field in model.model_fields.items():
+        if field.exclude:
+            continue
+        prop = schema.get("properties", {}).get(name, {})
+        kind = prop.get("type") or " \\| ".join(
+            str(x.get("type", x.get("$ref", "?")).split("/")[-1]) for x in prop.get("anyOf", [])
+        )
+        if "enum" in prop:
+            kind = " \\| ".join(json.dumps(v) for v in prop["enum"])
+        default = field.get_default(call_default_factory=True)
+        shown = "" if default in (None, {}, []) else f"`{json.dumps(default, default=str)}`"
+        rows.append(f"| `{name}` | {kind} | {shown} | {field.description or ''} |")
+    return rows
+
+
+def _config() -> str:
+    from indexplug.config import Defaults, IndexConfig
+
+    lines = [
+        "# Configuration reference",
+        "",
+        "Generated from the pydantic models in `indexplug.config` by `docs/gen_reference.py`.",
+        "Unknown keys are errors.  See [configuration](../configuration.md) for a guide.",
+        "",
+        "## `[defaults]`",
+        "",
+        *_model_table(Defaults),
+        "",
+        "## `[indexes.NAME]`",
+        "",
+        *_model_table(IndexConfig),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _ops() -> str:
+    from indexplug.invoke import op_catalogue
+
+    lines = [
+        "# Ops reference",
+        "",
+        "Generated from the `invoke` op models by `docs/gen_reference.py`: the same JSON Schemas",
+        "`indexplug invoke ops` and the MCP server publish.",
+        "",
+    ]
+    for op in op_catalogue():
+        lines.append(f"## `{op['name']}`")
+        lines.append("")
+        lines.append(op.get("description", ""))
+        if op.get("sensitive"):
+            lines.append("")
+            lines.append("*Sensitive: runs only where the configuration allows removal.*")
+        lines.append("")
+        lines.append("Arguments:")
+        lines.append("")
+        lines.append("```json")
+        lines.append(json.dumps(op["arguments"], indent=2, sort_keys=True))
+        lines.append("```")
+        lines.append("")
+    return "\n".join(lines)
+
+
+PAGES = {"cli.md": _cli, "config.md": _config, "ops.md": _ops}
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    REF.mkdir(exist_ok=True)
+    stale = []
+    for name, make in PAGES.items():
+        text = make().rstrip() + "\n"
+        path = REF / name
+        if check:
+            if not path.exists() or path.read_text("utf-8") != text:
+                stale.append(name)
+        else:
+            path.write_text(text, "utf-8")
+    if stale:
+        print(f"stale reference pages (run python docs/gen_reference.py): {', '.join(stale)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
