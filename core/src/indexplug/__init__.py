@@ -10,20 +10,30 @@ The public surface, importable from here:
 * entry points: :func:`open_backend` (a guarded backend), :func:`get_registry`.
 """
 
+from indexplug.budget import effective_max_bytes, over_budget
 from indexplug.deadlines import Deadline
 from indexplug.errors import (
     ConfigError,
+    IndexEmptyError,
+    IndexFailedError,
     IndexplugError,
+    IndexTimeoutError,
+    IndexUnavailableError,
     InvalidIndexName,
     InvalidQuery,
     InvalidRequest,
+    OutcomeError,
+    OverBudgetError,
     UnknownBackend,
     UnknownEmbedder,
+    raise_for_outcome,
 )
 from indexplug.guard import Guard
 from indexplug.hookspecs import hookimpl
 from indexplug.names import validate_index_name
 from indexplug.outcomes import (
+    ALLOWED,
+    AddOutcome,
     BadRequest,
     Degradation,
     Hit,
@@ -37,8 +47,11 @@ from indexplug.outcomes import (
     NotAllowed,
     OverBudget,
     Removed,
+    RemoveOutcome,
     ScoreScale,
     Searched,
+    SearchOutcome,
+    StatusOutcome,
     outcome_from_json,
 )
 from indexplug.passages import Passage, Source, passage_id, passages_from_text
@@ -57,6 +70,8 @@ from indexplug.protocols import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ALLOWED",
+    "AddOutcome",
     "BackendContext",
     "BackendSpec",
     "BadRequest",
@@ -71,10 +86,14 @@ __all__ = [
     "Hit",
     "IndexBackend",
     "IndexEmpty",
+    "IndexEmptyError",
     "IndexFailed",
+    "IndexFailedError",
     "IndexStatus",
     "IndexTimeout",
+    "IndexTimeoutError",
     "IndexUnavailable",
+    "IndexUnavailableError",
     "Indexed",
     "IndexplugError",
     "InvalidIndexName",
@@ -82,22 +101,30 @@ __all__ = [
     "InvalidRequest",
     "NoMatch",
     "NotAllowed",
+    "OutcomeError",
     "OverBudget",
+    "OverBudgetError",
     "Passage",
     "Readiness",
     "Registry",
+    "RemoveOutcome",
     "Removed",
     "ScoreScale",
+    "SearchOutcome",
     "Searched",
     "Source",
+    "StatusOutcome",
     "UnknownBackend",
     "UnknownEmbedder",
+    "effective_max_bytes",
     "get_embedder",
     "get_registry",
     "hookimpl",
     "open_backend",
     "outcome_from_json",
+    "over_budget",
     "passage_id",
     "passages_from_text",
+    "raise_for_outcome",
     "validate_index_name",
 ]

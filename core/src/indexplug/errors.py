@@ -39,3 +39,59 @@ class UnknownEmbedder(IndexplugError, LookupError):
 
 class ConfigError(IndexplugError, ValueError):
     """A configuration file or setting is wrong; the message names the file, table and key."""
+
+
+class OutcomeError(IndexplugError):
+    """An outcome that is not a result, raised by :func:`raise_for_outcome` (and by the
+    framework adapters) so that a failure can never pass for an empty list of hits."""
+
+    def __init__(self, outcome: object) -> None:
+        super().__init__(getattr(outcome, "message", str(outcome)))
+        self.outcome = outcome
+        self.code = str(getattr(outcome, "code", ""))
+
+
+class IndexEmptyError(OutcomeError):
+    """Nothing is indexed under that name: there was nothing to search."""
+
+
+class IndexFailedError(OutcomeError):
+    pass
+
+
+class IndexTimeoutError(OutcomeError):
+    pass
+
+
+class IndexUnavailableError(OutcomeError):
+    pass
+
+
+class OverBudgetError(OutcomeError):
+    pass
+
+
+_RAISES: dict[str, type[OutcomeError]] = {
+    "INDEX_EMPTY": IndexEmptyError,
+    "INDEX_FAILED": IndexFailedError,
+    "INDEX_TIMEOUT": IndexTimeoutError,
+    "INDEX_UNAVAILABLE": IndexUnavailableError,
+    "OVER_BUDGET": OverBudgetError,
+    "BAD_REQUEST": OutcomeError,
+    "NOT_ALLOWED": OutcomeError,
+}
+
+
+def raise_for_outcome(outcome: object, *, empty_is_error: bool = True) -> None:
+    """Raise the typed :class:`OutcomeError` for an outcome that is not a result.
+
+    ``SEARCHED``, ``NO_MATCH`` (the index answered: nothing matched) and successful writes pass.
+    ``INDEX_EMPTY`` raises unless ``empty_is_error=False``: for a retriever, an empty index is
+    almost always a deployment mistake, not an answer.
+    """
+    code = str(getattr(outcome, "code", ""))
+    if code == "INDEX_EMPTY" and not empty_is_error:
+        return
+    cls = _RAISES.get(code)
+    if cls is not None:
+        raise cls(outcome)

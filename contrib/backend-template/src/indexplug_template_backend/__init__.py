@@ -1,0 +1,1 @@
+"""The smallest complete indexplug backend (a template to copy)."""

@@ -1,0 +1,181 @@
+"""A complete backend in one page: one JSON file per index, word-overlap scoring.
+
+Every op returns an outcome model (never a list, never ``None``); the guard checks the rest.
+Writes go to a temporary file that replaces the index atomically, so a crash mid-write leaves the
+index as it was, and a refused write (over budget) never touches it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import indexplug
+from indexplug import (
+    Capabilities,
+    Deadline,
+    Hit,
+    Indexed,
+    IndexEmpty,
+    IndexStatus,
+    IndexTimeout,
+    NoMatch,
+    Passage,
+    Readiness,
+    Removed,
+    ScoreScale,
+    Searched,
+)
+
+BACKEND_NAME = "template-backend"
+_WORD = re.compile(r"[^\W_]+")
+
+
+class TemplateBackend:
+    name = BACKEND_NAME
+    description = "Template: one JSON file per index, word-overlap scoring."
+    score_scale = ScoreScale(name="word_overlap", meaning="query words found in the passage")
+    capabilities = Capabilities(persistence=True, concurrent_writers=True)
+
+    def __init__(self, home: Path) -> None:
+        self.home = Path(home)
+        self._lock = threading.Lock()
+
+    def readiness(self) -> Readiness:
+        return Readiness.yes()
+
+    def close(self) -> None:
+        pass
+
+    # -- storage: replace these two with yours ------------------------------------------
+    def _path(self, index: str) -> Path:
+        return self.home / f"{index}.json"
+
+    def _load(self, index: str) -> dict[str, Any] | None:
+        path = self._path(index)
+        if not path.exists():
+            return None
+        data: dict[str, Any] = json.loads(path.read_text("utf-8"))
+        return data
+
+    def _save(self, index: str, data: dict[str, Any]) -> int:
+        self.home.mkdir(parents=True, exist_ok=True)
+        tmp = self._path(index).with_suffix(".tmp")
+        tmp.write_text(json.dumps(data), "utf-8")
+        os.replace(tmp, self._path(index))
+        return self._path(index).stat().st_size
+
+    # -- ops -------------------------------------------------------------------------------
+    def add(
+        self, index: str, passages: Sequence[Passage], *, max_bytes: int | None, deadline: Deadline
+    ) -> indexplug.AddOutcome:
+        with self._lock:
+            data = self._load(index) or {"max_bytes": None, "passages": {}}
+            budget = indexplug.effective_max_bytes(data["max_bytes"], max_bytes)
+            store = data["passages"]
+            new = [p for p in passages if p.id not in store]
+            if data["max_bytes"] is None and max_bytes is not None:
+                data["max_bytes"] = max_bytes
+            updated = {**store, **{p.id: p.model_dump(mode="json") for p in new}}
+            encoded = len(json.dumps({**data, "passages": updated}).encode("utf-8"))
+            refused = indexplug.over_budget(
+                index, self.name, needed=encoded, max_bytes=budget, check="projected"
+            )
+            if refused:
+                return refused
+            if deadline.expired():
+                return IndexTimeout(index=index, backend=self.name, deadline_s=deadline.seconds)
+            size = self._save(index, {**data, "passages": updated})
+            return Indexed(
+                index=index,
+                backend=self.name,
+                added=len(new),
+                known=len(passages) - len(new),
+                added_ids=[p.id for p in new],
+                bytes_used=size,
+                max_bytes=budget,
+            )
+
+    def search(
+        self,
+        index: str,
+        query: str,
+        *,
+        top_k: int,
+        deadline: Deadline,
+        filters: Mapping[str, Any] | None = None,
+    ) -> indexplug.SearchOutcome:
+        data = self._load(index)
+        if not data or not data["passages"]:
+            return IndexEmpty(index=index, backend=self.name)
+        words = set(_WORD.findall(query.lower()))
+        scored = []
+        for raw in data["passages"].values():
+            if deadline.expired():
+                return IndexTimeout(index=index, backend=self.name, deadline_s=deadline.seconds)
+            overlap = len(words & set(_WORD.findall(raw["text"].lower())))
+            if overlap:
+                scored.append((overlap, raw["id"], raw))
+        scored.sort(key=lambda s: (-s[0], s[1]))
+        if not scored:
+            return NoMatch(index=index, backend=self.name, searched=len(data["passages"]))
+        hits = [
+            Hit(
+                rank=rank,
+                score=float(score),
+                score_scale=self.score_scale.name,
+                passage=Passage.from_stored(**raw),
+            )
+            for rank, (score, _, raw) in enumerate(scored[:top_k], start=1)
+        ]
+        return Searched(
+            index=index,
+            backend=self.name,
+            hits=hits,
+            searched=len(data["passages"]),
+            scale=self.score_scale,
+        )
+
+    def remove(
+        self, index: str, ids: Sequence[str], *, deadline: Deadline
+    ) -> indexplug.RemoveOutcome:
+        with self._lock:
+            data = self._load(index)
+            store = data["passages"] if data else {}
+            gone = [i for i in ids if i in store]
+            if data and gone:
+                for i in gone:
+                    del store[i]
+                self._save(index, data)
+            return Removed(
+                index=index,
+                backend=self.name,
+                removed=len(gone),
+                removed_ids=gone,
+                missing_ids=[i for i in ids if i not in store and i not in gone],
+            )
+
+    def status(self, index: str, *, deadline: Deadline) -> indexplug.StatusOutcome:
+        data = self._load(index)
+        if data is None:
+            return IndexStatus(index=index, backend=self.name, exists=False, passages=0)
+        return IndexStatus(
+            index=index,
+            backend=self.name,
+            exists=True,
+            passages=len(data["passages"]),
+            bytes_used=self._path(index).stat().st_size,
+            max_bytes=data["max_bytes"],
+        )
+
+    def tamper(self, index: str, passage_id: str, text: str) -> None:
+        """Conformance-kit hook: alter a stored passage behind the backend's back."""
+        data = self._load(index)
+        assert data is not None
+        data["passages"][passage_id]["text"] = text
+        self._save(index, data)
