@@ -1,0 +1,1 @@
+"""indexplug's benchmark harness (see the package README)."""

@@ -1,0 +1,188 @@
+"""``python -m indexplug_bench run``: every available system, then the report.
+
+``run`` measures (each system in its own subprocess) and writes the results JSON;
+``report`` renders ``docs/benchmarks.md`` and the charts from a results JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from indexplug_bench import machine
+from indexplug_bench.report import render
+from indexplug_bench.systems import MINILM, SCALE_SYSTEMS, SYSTEMS, System
+
+REPO = Path(__file__).resolve().parents[4]
+
+
+def available(system: System, ctx: dict[str, Any]) -> str | None:
+    """``None`` when the system can run here, else the reason it cannot."""
+    from indexplug import get_registry
+
+    reg = get_registry()
+    for need in system.needs:
+        if need.startswith("backend:"):
+            name = need.split(":", 1)[1]
+            if name not in reg.backend_names():
+                return f"backend {name} is not installed"
+        elif need.startswith("embedder:"):
+            spec = need.split(":", 1)[1]
+            try:
+                r = reg.embedder(spec).readiness()
+            except Exception as exc:
+                return f"embedder {spec}: {exc}"
+            if not r.ready:
+                return f"embedder {spec}: {r.reason}"
+        elif need == "elastic-url":
+            if not ctx.get("elastic_url"):
+                return "no Elasticsearch node (start one or pass --elastic-url)"
+        elif importlib.util.find_spec(need) is None:
+            return f"{need} is not installed"
+    return None
+
+
+def _worker(args: list[str], timeout: float) -> dict[str, Any] | str:
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        out = Path(f.name)
+    cmd = [sys.executable, "-m", "indexplug_bench.worker", *args, "--out", str(out)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"stopped after {timeout:.0f} s"
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return "failed: " + " | ".join(tail)
+    return json.loads(out.read_text())
+
+
+def run(a: argparse.Namespace) -> None:
+    command = "python -m indexplug_bench " + " ".join(shlex.quote(x) for x in sys.argv[1:])
+    ctx: dict[str, Any] = {"elastic_url": a.elastic_url}
+    cluster = None
+    if not ctx["elastic_url"] and not a.no_elastic:
+        try:
+            from indexplug_elastic.testing.server import EsCluster
+
+            cluster = EsCluster(nodes=1)
+            cluster.start()
+            cluster.wait_for("green", timeout=180)
+            ctx["elastic_url"] = cluster.urls[0]
+        except Exception as exc:
+            print(f"elastic: not started ({exc})", file=sys.stderr)
+    results: dict[str, Any] = {
+        "machine": machine.describe(),
+        "command": command,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "quality": [],
+        "scale": [],
+        "skipped": {},
+    }
+    extra = ["--elastic-url", ctx["elastic_url"]] if ctx.get("elastic_url") else []
+    try:
+        for system in SYSTEMS:
+            if a.only and not any(o in system.name for o in a.only):
+                continue
+            why = available(system, ctx)
+            if why:
+                results["skipped"][system.name] = why
+                print(f"skip {system.name}: {why}", file=sys.stderr)
+                continue
+            print(f"run  {system.name} on {a.scifact}", file=sys.stderr)
+            expensive = any(n.startswith("embedder:") or n == "ragatouille" for n in system.needs)
+            res = _worker(
+                [
+                    system.name,
+                    str(a.scifact),
+                    "--repeats",
+                    str(a.repeats),
+                    "--index-repeats",
+                    str(1 if expensive else a.repeats),
+                    *extra,
+                ],
+                timeout=a.timeout,
+            )
+            if isinstance(res, str):
+                results["skipped"][system.name] = res
+                print(f"     {res}", file=sys.stderr)
+            else:
+                res["raw_of"] = system.raw_of
+                res["kind"] = system.kind
+                results["quality"].append(res)
+            a.out.write_text(json.dumps(results, indent=1))
+        for size in a.sizes:
+            for name in SCALE_SYSTEMS:
+                if a.only and not any(o in name for o in a.only):
+                    continue
+                system = next(s for s in SYSTEMS if s.name == name)
+                why = available(system, ctx)
+                if why:
+                    results["skipped"][f"{name} @ {size}"] = why
+                    continue
+                print(f"run  {name} on synthetic:{size}", file=sys.stderr)
+                res = _worker(
+                    [
+                        name,
+                        f"synthetic:{size}",
+                        "--repeats",
+                        str(a.repeats),
+                        "--index-repeats",
+                        str(a.scale_index_repeats),
+                        "--top-k",
+                        "10",
+                        *extra,
+                    ],
+                    timeout=a.timeout,
+                )
+                if isinstance(res, str):
+                    results["skipped"][f"{name} @ {size}"] = res
+                    print(f"     {res}", file=sys.stderr)
+                else:
+                    results["scale"].append(res)
+                a.out.write_text(json.dumps(results, indent=1))
+    finally:
+        if cluster is not None:
+            cluster.stop()
+    results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
+    a.out.write_text(json.dumps(results, indent=1))
+    if a.markdown:
+        render(results, a.markdown, a.markdown.parent / "img")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(prog="indexplug_bench")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="measure every available system")
+    r.add_argument("--scifact", type=Path, default=REPO.parent / "shared/data/beir/scifact")
+    r.add_argument("--repeats", type=int, default=3)
+    r.add_argument("--scale-index-repeats", type=int, default=1)
+    r.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000, 1_000_000])
+    r.add_argument("--only", nargs="*", default=None, help="substrings of system names")
+    r.add_argument("--elastic-url", default=None)
+    r.add_argument("--no-elastic", action="store_true")
+    r.add_argument("--timeout", type=float, default=3600)
+    r.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.json")
+    r.add_argument("--markdown", type=Path, default=REPO / "docs" / "benchmarks.md")
+    rep = sub.add_parser("report", help="render the Markdown page and charts from results")
+    rep.add_argument("results", type=Path, nargs="?", default=REPO / "docs" / "benchmarks.json")
+    rep.add_argument("--markdown", type=Path, default=REPO / "docs" / "benchmarks.md")
+    a = p.parse_args()
+    if a.cmd == "run":
+        run(a)
+    else:
+        results = json.loads(a.results.read_text())
+        render(results, a.markdown, a.markdown.parent / "img")
+
+
+if __name__ == "__main__":
+    main()
+
+__all__ = ["MINILM", "main"]

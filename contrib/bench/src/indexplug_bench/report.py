@@ -1,0 +1,168 @@
+"""Render results JSON as ``docs/benchmarks.md`` with PNG charts (matplotlib)."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+
+def _med(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def _spread(xs: list[float], fmt: str = "{:.2f}") -> str:
+    if not xs:
+        return "-"
+    m = fmt.format(_med(xs))
+    if len(xs) == 1:
+        return m
+    return f"{m} ({fmt.format(min(xs))}..{fmt.format(max(xs))})"
+
+
+def _mb(b: int | None) -> str:
+    return "-" if b is None else f"{b / 2**20:.1f}"
+
+
+def _charts(results: dict[str, Any], img: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    img.mkdir(parents=True, exist_ok=True)
+    made = []
+    rows = [r for r in results["quality"] if r.get("quality")]
+    if rows:
+        names = [r["system"] for r in rows]
+        fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.5))
+        ax.barh(names, [r["quality"]["ndcg_at_10"] for r in rows], color="#4472c4")
+        ax.set_xlabel("nDCG@10 on SciFact (300 test queries)")
+        ax.set_xlim(0, 1)
+        ax.invert_yaxis()
+        fig.tight_layout()
+        fig.savefig(img / "quality.png", dpi=110)
+        plt.close(fig)
+        made.append("quality.png")
+
+        fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.5))
+        y = range(len(rows))
+        for off, key, color in (
+            (-0.25, "p50", "#4472c4"),
+            (0, "p95", "#ed7d31"),
+            (0.25, "p99", "#a5a5a5"),
+        ):
+            ax.barh(
+                [i + off for i in y],
+                [_med(r["latency_ms"][key]) for r in rows],
+                height=0.25,
+                label=key,
+                color=color,
+            )
+        ax.set_yticks(list(y), names)
+        ax.set_xscale("log")
+        ax.set_xlabel("query latency (ms, log scale; median of repeats)")
+        ax.invert_yaxis()
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(img / "latency.png", dpi=110)
+        plt.close(fig)
+        made.append("latency.png")
+    scale = results.get("scale") or []
+    if scale:
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+        for system in dict.fromkeys(r["system"] for r in scale):
+            pts = sorted((r["passages"], r) for r in scale if r["system"] == system)
+            xs = [p for p, _ in pts]
+            a1.plot(xs, [_med(r["latency_ms"]["p50"]) for _, r in pts], marker="o", label=system)
+            a2.plot(xs, [(r["size_bytes"] or 0) / 2**20 for _, r in pts], marker="o", label=system)
+        for ax, label in ((a1, "median query latency (ms)"), (a2, "index size on disk (MiB)")):
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("passages")
+            ax.set_ylabel(label)
+            ax.grid(True, which="both", alpha=0.3)
+        a1.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(img / "scale.png", dpi=110)
+        plt.close(fig)
+        made.append("scale.png")
+    return made
+
+
+def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
+    m = results["machine"]
+    charts = _charts(results, img)
+    by_name = {r["system"]: r for r in results["quality"]}
+    lines = [
+        "# Benchmarks",
+        "",
+        "Measured by the harness in `contrib/bench` (see its README); never by the test suite.",
+        "",
+        f"- **Command:** `{results['command']}`",
+        f"- **Machine:** {m['cores']} cores, {m['memory_gib']} GiB, {m['platform']}, Python "
+        f"{m['python']}",
+        "- **Versions:** " + ", ".join(f"{k} {v}" for k, v in sorted(m["versions"].items())),
+        f"- **When:** {results.get('started')} to {results.get('finished', 'unfinished')}",
+        "- Every system runs in its own process; figures are the median of the repeats with the "
+        "spread (min..max) in brackets.  Latency covers one `search` call as a user makes it "
+        "(top 100, query embedding included for dense systems).  Peak memory is the process's "
+        "peak resident set (for Elasticsearch, the client process; the server's heap is 512 MB).",
+        "",
+        "## Quality and speed on SciFact",
+        "",
+        "5,183 abstracts (title and text), 300 test queries; nDCG@10, Recall@100 and MRR@10 by "
+        "ir-measures.",
+        "",
+        "| system | nDCG@10 | Recall@100 | MRR@10 | indexing (passages/s) | p50 ms | p95 ms | p99 ms "
+        "| peak MiB | size MiB | p50 vs raw |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results["quality"]:
+        q = r.get("quality") or {}
+        ratio = "-"
+        raw = by_name.get(r.get("raw_of") or "")
+        if raw:
+            ratio = f"{_med(r['latency_ms']['p50']) / _med(raw['latency_ms']['p50']):.2f}x"
+        fails = f" ⚠ {r['failures']}" if r.get("failures") else ""
+        lines.append(
+            f"| {r['system']}{fails} | {q.get('ndcg_at_10', '-')} | {q.get('recall_at_100', '-')} | "
+            f"{q.get('mrr_at_10', '-')} | {_spread(r['index_passages_per_s'], '{:,.0f}')} | "
+            f"{_spread(r['latency_ms']['p50'])} | {_spread(r['latency_ms']['p95'])} | "
+            f"{_spread(r['latency_ms']['p99'])} | {r['peak_rss_mb']:.0f} | {_mb(r['size_bytes'])} "
+            f"| {ratio} |"
+        )
+    lines.append("")
+    if "quality.png" in charts:
+        lines += [
+            "![nDCG@10 per system](img/quality.png)",
+            "",
+            "![latency percentiles](img/latency.png)",
+            "",
+        ]
+    scale = results.get("scale") or []
+    if scale:
+        lines += [
+            "## Scale",
+            "",
+            "Synthetic corpora generated from a seed (Zipf-distributed vocabulary of 60,000 "
+            "words, ~120 words a passage), 200 queries of 3-8 mid-frequency words, top 10.",
+            "",
+            "| system | passages | indexing (passages/s) | p50 ms | p95 ms | p99 ms | size MiB | peak MiB |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in sorted(scale, key=lambda r: (r["system"], r["passages"])):
+            lines.append(
+                f"| {r['system']} | {r['passages']:,} | {_spread(r['index_passages_per_s'], '{:,.0f}')} | "
+                f"{_spread(r['latency_ms']['p50'])} | {_spread(r['latency_ms']['p95'])} | "
+                f"{_spread(r['latency_ms']['p99'])} | {_mb(r['size_bytes'])} | {r['peak_rss_mb']:.0f} |"
+            )
+        lines.append("")
+        if "scale.png" in charts:
+            lines += ["![latency and size against corpus size](img/scale.png)", ""]
+    if results.get("skipped"):
+        lines += ["## Not measured in this run", "", "| system | why |", "|---|---|"]
+        for name, why in results["skipped"].items():
+            lines.append(f"| {name} | {why} |")
+        lines.append("")
+    markdown.write_text("\n".join(lines), "utf-8")

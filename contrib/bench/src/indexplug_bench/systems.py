@@ -1,0 +1,422 @@
+"""The systems compared: indexplug backends (through the public, guarded API) and the raw
+libraries a user would pick instead, each behind the same tiny runner interface.
+
+A runner indexes ``(doc_id, text)`` batches and answers a query with doc ids in rank order.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+MINILM = "sentence-transformers:all-MiniLM-L6-v2"
+
+
+class Runner(Protocol):
+    def index(self, docs: list[tuple[str, str]]) -> None: ...
+    def finish(self) -> None: ...
+    def search(self, query: str, k: int) -> list[str]: ...
+    def size_bytes(self) -> int | None: ...
+    def close(self) -> None: ...
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+# -- indexplug -------------------------------------------------------------------------------
+class IndexplugRunner:
+    """An indexplug backend through ``Guard`` (what users call), never the plugin directly."""
+
+    def __init__(self, home: Path, backend: str, options: dict[str, Any]) -> None:
+        os.environ["INDEXPLUG_HOME"] = str(home)
+        from indexplug import Registry
+
+        self.home = home
+        self.guard = Registry().backend(backend, options, home=home / backend)
+        self.index_name = "bench"
+        self.failures: dict[str, int] = {}
+
+    def index(self, docs: list[tuple[str, str]]) -> None:
+        from indexplug import Passage
+
+        passages = [Passage.create(text, f"bench://{did}") for did, text in docs]
+        for i in range(0, len(passages), 2000):
+            out = self.guard.add(self.index_name, passages[i : i + 2000], deadline_s=3600)
+            if out.code != "INDEXED":
+                raise RuntimeError(f"indexing failed: {out.message}")
+
+    def finish(self) -> None:
+        if callable(getattr(self.guard.backend, "op_optimize", None)):
+            self.guard.call_extra("optimize", self.index_name, deadline_s=3600)
+
+    def search(self, query: str, k: int) -> list[str]:
+        out = self.guard.search(self.index_name, query, top_k=k, deadline_s=60)
+        if out.code == "SEARCHED":
+            return [h.passage.source.uri.rsplit("/", 1)[-1] for h in out.hits]  # type: ignore[union-attr]
+        if out.code != "NO_MATCH":
+            self.failures[out.code] = self.failures.get(out.code, 0) + 1
+        return []
+
+    def size_bytes(self) -> int | None:
+        st = self.guard.status(self.index_name)
+        used = getattr(st, "bytes_used", None)
+        return int(used) if used is not None else folder_bytes(self.home)
+
+    def close(self) -> None:
+        self.guard.close()
+
+
+# -- raw libraries ---------------------------------------------------------------------------
+_WORD = re.compile(r"[^\W_]+")
+
+
+class RawSqlite:
+    """Raw ``sqlite3`` with FTS5 as a user would write it.
+
+    ``same_query=False``: every query word quoted and OR-ed (the naive query).
+    ``same_query=True``: the exact FTS5 expression the sqlite-fts5 backend builds, so the
+    difference to the framework is the framework's own overhead.
+    """
+
+    def __init__(self, home: Path, *, same_query: bool) -> None:
+        home.mkdir(parents=True, exist_ok=True)
+        self.path = home / "raw.sqlite"
+        self.db = sqlite3.connect(self.path, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute(
+            "CREATE VIRTUAL TABLE f USING fts5(doc_id UNINDEXED, text, "
+            "tokenize='porter unicode61 remove_diacritics 2')"
+        )
+        self.same_query = same_query
+
+    def index(self, docs: list[tuple[str, str]]) -> None:
+        self.db.execute("BEGIN")
+        self.db.executemany("INSERT INTO f(doc_id, text) VALUES (?, ?)", docs)
+        self.db.execute("COMMIT")
+
+    def finish(self) -> None:
+        self.db.execute("INSERT INTO f(f) VALUES ('optimize')")
+
+    def expression(self, query: str) -> str:
+        if self.same_query:
+            from indexplug_sqlite_fts5.query import fts5_expression, query_terms
+
+            return fts5_expression(query_terms(query))
+        return " OR ".join(f'"{w}"' for w in dict.fromkeys(_WORD.findall(query.lower())))
+
+    def search(self, query: str, k: int) -> list[str]:
+        expr = self.expression(query)
+        if not expr:
+            return []
+        rows = self.db.execute(
+            "SELECT doc_id, text FROM f WHERE f MATCH ? ORDER BY bm25(f) LIMIT ?", (expr, k)
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def size_bytes(self) -> int:
+        return folder_bytes(self.path.parent)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _stemmed_tokens(texts: list[str]) -> list[list[str]]:
+    import Stemmer
+    from bm25s.stopwords import STOPWORDS_EN
+
+    stem = Stemmer.Stemmer("english")
+    stop = set(STOPWORDS_EN)
+    return [stem.stemWords([w for w in _WORD.findall(t.lower()) if w not in stop]) for t in texts]
+
+
+class RawBm25s:
+    """``bm25s`` in memory, stemmed with English stop words (its documented recipe)."""
+
+    def __init__(self, home: Path) -> None:
+        self.ids: list[str] = []
+        self.texts: list[str] = []
+        self.retriever: Any = None
+
+    def index(self, docs: list[tuple[str, str]]) -> None:
+        self.ids += [d for d, _ in docs]
+        self.texts += [t for _, t in docs]
+
+    def finish(self) -> None:
+        import bm25s
+        import Stemmer
+
+        self.stemmer = Stemmer.Stemmer("english")
+        tokens = bm25s.tokenize(
+            self.texts, stopwords="en", stemmer=self.stemmer, show_progress=False
+        )
+        self.retriever = bm25s.BM25()
+        self.retriever.index(tokens, show_progress=False)
+
+    def search(self, query: str, k: int) -> list[str]:
+        import bm25s
+
+        q = bm25s.tokenize([query], stopwords="en", stemmer=self.stemmer, show_progress=False)
+        if not q.ids or not q.ids[0]:
+            return []
+        docs, _ = self.retriever.retrieve(
+            q, k=min(k, len(self.ids)), show_progress=False, n_threads=1
+        )
+        return [self.ids[int(i)] for i in docs[0]]
+
+    def size_bytes(self) -> int | None:
+        return None  # in memory only
+
+    def close(self) -> None:
+        pass
+
+
+class RawRankBm25:
+    """``rank_bm25``'s BM25Okapi over the same stemmed tokens."""
+
+    def __init__(self, home: Path) -> None:
+        self.ids: list[str] = []
+        self.texts: list[str] = []
+
+    def index(self, docs: list[tuple[str, str]]) -> None:
+        self.ids += [d for d, _ in docs]
+        self.texts += [t for _, t in docs]
+
+    def finish(self) -> None:
+        from rank_bm25 import BM25Okapi
+
+        self.bm25 = BM25Okapi(_stemmed_tokens(self.texts))
+
+    def search(self, query: str, k: int) -> list[str]:
+        scores = self.bm25.get_scores(_stemmed_tokens([query])[0])
+        top = np.argsort(-scores, kind="stable")[:k]
+        return [self.ids[int(i)] for i in top if scores[int(i)] > 0]
+
+    def size_bytes(self) -> int | None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+class RawChroma:
+    """Raw ``chromadb`` (embedded), embeddings from the same model, cosine space."""
+
+    def __init__(self, home: Path, embedder_spec: str = MINILM) -> None:
+        import chromadb
+        from chromadb.config import Settings
+        from indexplug import get_embedder
+
+        self.home = home
+        self.client = chromadb.PersistentClient(
+            path=str(home / "chroma"), settings=Settings(anonymized_telemetry=False)
+        )
+        self.col = self.client.create_collection(
+            "raw", metadata={"hnsw:space": "cosine"}, embedding_function=None
+        )
+        self.embedder = get_embedder(embedder_spec)
+
+    def index(self, docs: list[tuple[str, str]]) -> None:
+        from indexplug import Granularity
+
+        vecs = self.embedder.embed_documents([t for _, t in docs], Granularity.TEXT)
+        for i in range(0, len(docs), 2000):
+            part = docs[i : i + 2000]
+            self.col.add(
+                ids=[d for d, _ in part],
+                documents=[t for _, t in part],
+                embeddings=[v.tolist() for v in vecs[i : i + 2000]],
+            )
+
+    def finish(self) -> None:
+        pass
+
+    def search(self, query: str, k: int) -> list[str]:
+        from indexplug import Granularity
+
+        q = self.embedder.embed_query(query, Granularity.TEXT)
+        res = self.col.query(
+            query_embeddings=[q.tolist()], n_results=k, include=["documents", "distances"]
+        )
+        return list(res["ids"][0])
+
+    def size_bytes(self) -> int:
+        return folder_bytes(self.home / "chroma")
+
+    def close(self) -> None:
+        pass
+
+
+class RawElastic:
+    """The raw ``elasticsearch`` client: an English-analysed text field and a ``match`` query."""
+
+    def __init__(self, home: Path, url: str) -> None:
+        from elasticsearch import Elasticsearch
+
+        self.es = Elasticsearch(url, request_timeout=120)
+        self.name = f"raw-bench-{os.getpid()}"
+        self.es.options(ignore_status=404).indices.delete(index=self.name)
+        self.es.indices.create(
+            index=self.name,
+            settings={"number_of_shards": 1, "number_of_replicas": 0, "refresh_interval": "-1"},
+            mappings={"properties": {"text": {"type": "text", "analyzer": "english"}}},
+        )
+
+    def index(self, docs: list[tuple[str, str]]) -> None:
+        from elasticsearch import helpers
+
+        helpers.bulk(
+            self.es,
+            ({"_index": self.name, "_id": d, "text": t} for d, t in docs),
+            chunk_size=1000,
+        )
+
+    def finish(self) -> None:
+        self.es.indices.refresh(index=self.name)
+
+    def search(self, query: str, k: int) -> list[str]:
+        res = self.es.search(
+            index=self.name, query={"match": {"text": query}}, size=k, source=False
+        )
+        return [h["_id"] for h in res["hits"]["hits"]]
+
+    def size_bytes(self) -> int:
+        stats = self.es.indices.stats(index=self.name, metric="store")
+        return int(stats["_all"]["primaries"]["store"]["size_in_bytes"])
+
+    def close(self) -> None:
+        self.es.options(ignore_status=404).indices.delete(index=self.name)
+        self.es.close()
+
+
+# -- the catalogue ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class System:
+    name: str
+    kind: str  # "indexplug" or "raw"
+    make: Callable[[Path, dict[str, Any]], Runner]
+    needs: tuple[str, ...] = ()
+    """Modules, backends ("backend:NAME"), embedders ("embedder:SPEC") or "elastic-url"."""
+    raw_of: str | None = None
+    """For an indexplug system: the raw system it is compared with (overhead ratio)."""
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _ip(backend: str, **options: Any) -> Callable[[Path, dict[str, Any]], Runner]:
+    def make(home: Path, ctx: dict[str, Any]) -> Runner:
+        opts = {k: (ctx["elastic_url_list"] if v == "$ES" else v) for k, v in options.items()}
+        return IndexplugRunner(home, backend, opts)
+
+    return make
+
+
+SYSTEMS: list[System] = [
+    System(
+        "indexplug sqlite-fts5",
+        "indexplug",
+        _ip("sqlite-fts5"),
+        ("backend:sqlite-fts5",),
+        raw_of="raw sqlite3 FTS5 (same query)",
+    ),
+    System(
+        "raw sqlite3 FTS5 (same query)",
+        "raw",
+        lambda h, c: RawSqlite(h, same_query=True),
+        ("indexplug_sqlite_fts5",),
+    ),
+    System("raw sqlite3 FTS5 (naive OR)", "raw", lambda h, c: RawSqlite(h, same_query=False)),
+    System("bm25s", "raw", lambda h, c: RawBm25s(h), ("bm25s", "Stemmer")),
+    System("rank_bm25", "raw", lambda h, c: RawRankBm25(h), ("rank_bm25", "Stemmer")),
+    System(
+        "indexplug chroma (MiniLM)",
+        "indexplug",
+        _ip("chroma", embedder=MINILM),
+        ("backend:chroma", f"embedder:{MINILM}"),
+        raw_of="raw chromadb (MiniLM)",
+    ),
+    System(
+        "raw chromadb (MiniLM)",
+        "raw",
+        lambda h, c: RawChroma(h),
+        ("chromadb", f"embedder:{MINILM}"),
+    ),
+    System(
+        "indexplug elastic BM25",
+        "indexplug",
+        _ip("elastic", hosts="$ES", mode="bm25"),
+        ("backend:elastic", "elastic-url"),
+        raw_of="raw elasticsearch (match)",
+    ),
+    System(
+        "indexplug elastic kNN (MiniLM)",
+        "indexplug",
+        _ip("elastic", hosts="$ES", mode="knn", embedder=MINILM),
+        ("backend:elastic", "elastic-url", f"embedder:{MINILM}"),
+    ),
+    System(
+        "indexplug elastic hybrid (MiniLM)",
+        "indexplug",
+        _ip("elastic", hosts="$ES", mode="hybrid", embedder=MINILM),
+        ("backend:elastic", "elastic-url", f"embedder:{MINILM}"),
+    ),
+    System(
+        "raw elasticsearch (match)",
+        "raw",
+        lambda h, c: RawElastic(h, c["elastic_url"]),
+        ("elasticsearch", "elastic-url"),
+    ),
+    System(
+        "indexplug colbert native (hashing)",
+        "indexplug",
+        _ip("colbert", engine="native", embedder="hashing:default"),
+        ("backend:colbert",),
+    ),
+    System(
+        "indexplug colbert native (MiniLM tokens)",
+        "indexplug",
+        _ip("colbert", engine="native", embedder=MINILM),
+        ("backend:colbert", f"embedder:{MINILM}"),
+    ),
+    System(
+        "indexplug colbert RAGatouille",
+        "indexplug",
+        _ip("colbert", engine="ragatouille"),
+        ("backend:colbert", "ragatouille"),
+    ),
+    System(
+        "indexplug usearch (contrib, MiniLM)",
+        "indexplug",
+        _ip("usearch", embedder=MINILM),
+        ("backend:usearch", f"embedder:{MINILM}"),
+    ),
+]
+
+SCALE_SYSTEMS = {
+    "indexplug sqlite-fts5": _ip("sqlite-fts5"),
+    "indexplug elastic BM25": _ip("elastic", hosts="$ES", mode="bm25"),
+    "indexplug colbert native (hashing)": _ip(
+        "colbert", engine="native", embedder="hashing:default"
+    ),
+}
+
+
+def by_name(name: str) -> System:
+    for s in SYSTEMS:
+        if s.name == name:
+            return s
+    raise KeyError(name)
+
+
+def fresh(path: Path) -> Path:
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path

@@ -1,0 +1,146 @@
+"""One system on one dataset, in its own process, so peak memory is that system's alone.
+
+``python -m indexplug_bench.worker SYSTEM DATASET --repeats 3 --out result.json`` where DATASET
+is a BEIR folder or ``synthetic:N``.  Each repeat indexes into a fresh folder and runs every
+query once; quality comes from the last repeat (every system here is deterministic).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from indexplug_bench import synthetic
+from indexplug_bench.systems import SCALE_SYSTEMS, by_name, fresh
+
+
+def _pct(samples: list[float], q: float) -> float:
+    s = sorted(samples)
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+
+
+def load(dataset: str) -> tuple[str, int, Any, list[tuple[str, str]], dict[str, dict[str, int]]]:
+    """(name, size, batches factory, queries [(qid, text)], qrels)."""
+    if dataset.startswith("synthetic:"):
+        n = int(dataset.split(":", 1)[1])
+        qs = [(f"q{i}", q) for i, q in enumerate(synthetic.queries())]
+        return f"synthetic-{n}", n, lambda: synthetic.passages(n), qs, {}
+    from indexplug.evaluation import load_beir
+
+    ds = load_beir(Path(dataset))
+
+    def batches() -> Iterator[list[tuple[str, str]]]:
+        for i in range(0, len(ds.corpus), 1000):
+            yield ds.corpus[i : i + 1000]
+
+    return ds.name, len(ds.corpus), batches, list(ds.queries.items()), ds.qrels
+
+
+def quality(run: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> dict[str, float]:
+    import ir_measures
+    from ir_measures import RR, R, nDCG
+
+    qr = [ir_measures.Qrel(q, d, r) for q, docs in qrels.items() for d, r in docs.items()]
+    scored = [
+        ir_measures.ScoredDoc(q, d, float(len(ids) - i))
+        for q, ids in run.items()
+        for i, d in enumerate(dict.fromkeys(ids))
+    ]
+    agg = ir_measures.calc_aggregate([nDCG @ 10, R @ 100, RR @ 10], qr, scored)
+    return {
+        "ndcg_at_10": round(float(agg[nDCG @ 10]), 4),
+        "recall_at_100": round(float(agg[R @ 100]), 4),
+        "mrr_at_10": round(float(agg[RR @ 10]), 4),
+    }
+
+
+def measure(
+    system: str, dataset: str, *, repeats: int, index_repeats: int, top_k: int, ctx: dict[str, Any]
+) -> dict[str, Any]:
+    name, size, batches, queries, qrels = load(dataset)
+    make = SCALE_SYSTEMS[system] if dataset.startswith("synthetic:") else by_name(system).make
+    index_pps: list[float] = []
+    lat: dict[str, list[float]] = {"p50": [], "p95": [], "p99": [], "mean": []}
+    run: dict[str, list[str]] = {}
+    size_bytes = None
+    failures: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="ipbench-") as tmp:
+        runner = None
+        for rep in range(max(repeats, index_repeats)):
+            if rep < index_repeats or runner is None:
+                if runner is not None:
+                    runner.close()
+                home = fresh(Path(tmp) / f"rep{rep}")
+                runner = make(home, ctx)
+                t0 = time.perf_counter()
+                for batch in batches():
+                    runner.index(batch)
+                runner.finish()
+                index_pps.append(size / (time.perf_counter() - t0))
+                size_bytes = runner.size_bytes()
+            if rep >= repeats:
+                continue
+            samples = []
+            for qid, text in queries:
+                t = time.perf_counter()
+                ids = runner.search(text, top_k)
+                samples.append((time.perf_counter() - t) * 1000)
+                run[qid] = ids
+            for key, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
+                lat[key].append(round(_pct(samples, q), 3))
+            lat["mean"].append(round(statistics.fmean(samples), 3))
+        failures = dict(getattr(runner, "failures", {}) or {})
+        if runner is not None:
+            runner.close()
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {
+        "system": system,
+        "dataset": name,
+        "passages": size,
+        "queries": len(queries),
+        "top_k": top_k,
+        "repeats": repeats,
+        "index_repeats": index_repeats,
+        "index_passages_per_s": [round(x, 1) for x in index_pps],
+        "latency_ms": lat,
+        "quality": quality(run, qrels) if qrels else None,
+        "size_bytes": size_bytes,
+        "peak_rss_mb": round(peak_mb, 1),
+        "failures": failures,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("system")
+    p.add_argument("dataset")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--index-repeats", type=int, default=None)
+    p.add_argument("--top-k", type=int, default=100)
+    p.add_argument("--elastic-url", default=None)
+    p.add_argument("--out", type=Path, required=True)
+    a = p.parse_args()
+    ctx = {
+        "elastic_url": a.elastic_url,
+        "elastic_url_list": [a.elastic_url] if a.elastic_url else None,
+    }
+    result = measure(
+        a.system,
+        a.dataset,
+        repeats=a.repeats,
+        index_repeats=a.index_repeats if a.index_repeats is not None else a.repeats,
+        top_k=a.top_k,
+        ctx=ctx,
+    )
+    a.out.write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""A small version of the benchmark, so the harness cannot rot (no figures come from here)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from indexplug_bench import synthetic
+from indexplug_bench.report import render
+from indexplug_bench.worker import measure
+
+
+def test_synthetic_corpus_is_deterministic_and_zipfian() -> None:
+    a = next(synthetic.passages(200, seed=3, batch=200))
+    b = next(synthetic.passages(200, seed=3, batch=200))
+    assert a == b and len(a) == 200
+    words = " ".join(t for _, t in a).split()
+    top = max(set(words), key=words.count)
+    assert words.count(top) > 20 * (len(words) / len(set(words)))  # a heavy head
+    assert synthetic.queries(5) == synthetic.queries(5)
+
+
+def test_worker_measures_the_framework_and_raw_libraries(tmp_path: Path) -> None:
+    rows = [
+        measure(name, "synthetic:400", repeats=1, index_repeats=1, top_k=10, ctx={})
+        for name in ("indexplug sqlite-fts5",)
+    ]
+    r = rows[0]
+    assert r["passages"] == 400 and r["index_passages_per_s"][0] > 0
+    assert r["latency_ms"]["p50"][0] > 0 and r["size_bytes"] > 0 and r["failures"] == {}
+
+
+def test_worker_subprocess_on_a_tiny_beir_set_and_report(tmp_path: Path) -> None:
+    ds = tmp_path / "tiny"
+    (ds / "qrels").mkdir(parents=True)
+    (ds / "corpus.jsonl").write_text(
+        "\n".join(
+            json.dumps({"_id": f"d{i}", "title": "", "text": t})
+            for i, t in enumerate(["cats purr softly", "dogs bark loudly", "birds sing at dawn"])
+        )
+    )
+    (ds / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "why do cats purr"}))
+    (ds / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td0\t1\n")
+    results = {
+        "machine": {"cores": 2, "memory_gib": 1, "platform": "x", "python": "3.11", "versions": {}},
+        "command": "test",
+        "quality": [],
+        "scale": [],
+        "skipped": {"x": "why"},
+    }
+    for name in ("indexplug sqlite-fts5", "raw sqlite3 FTS5 (same query)", "bm25s", "rank_bm25"):
+        out = tmp_path / f"{len(results['quality'])}.json"
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "indexplug_bench.worker",
+                name,
+                str(ds),
+                "--repeats",
+                "1",
+                "--out",
+                str(out),
+            ],
+            check=True,
+        )
+        row = json.loads(out.read_text())
+        assert row["quality"]["ndcg_at_10"] == 1.0, name
+        row["raw_of"] = "raw sqlite3 FTS5 (same query)" if name.startswith("indexplug") else None
+        results["quality"].append(row)
+    md = tmp_path / "benchmarks.md"
+    render(results, md, tmp_path / "img")
+    text = md.read_text()
+    assert "| indexplug sqlite-fts5 |" in text and "x" in text and "vs raw" in text
+    assert (tmp_path / "img" / "quality.png").stat().st_size > 1000
