@@ -217,6 +217,19 @@ class SqliteFts5Backend:
             error_type=type(exc).__name__,
         )
 
+    def _late(self, index: str, deadline: Deadline) -> IndexTimeout | None:
+        """``IndexTimeout`` if the deadline has already passed.  The progress handler only
+        fires every ``PROGRESS_STEPS`` instructions, so a small op started after its deadline
+        would otherwise answer late, and a late ``NO_MATCH`` would pass for "no evidence"."""
+        if deadline.expired():
+            return IndexTimeout(
+                index=index,
+                backend=self.name,
+                deadline_s=deadline.seconds,
+                reason="the deadline passed before the operation could start",
+            )
+        return None
+
     @staticmethod
     def _meta(conn: sqlite3.Connection, key: str) -> str | None:
         row = conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
@@ -232,6 +245,8 @@ class SqliteFts5Backend:
     def add(
         self, index: str, passages: Sequence[Passage], *, max_bytes: int | None, deadline: Deadline
     ) -> AddOutcome:
+        if late := self._late(index, deadline):
+            return late
         try:
             conn = self._conn(index, create=True)
             assert conn is not None
@@ -337,19 +352,28 @@ class SqliteFts5Backend:
         deadline: Deadline,
         filters: Mapping[str, MetadataValue] | None = None,
     ) -> SearchOutcome:
+        if late := self._late(index, deadline):
+            return late
         try:
             conn = self._conn(index, create=False)
             if conn is None:
                 return IndexEmpty(index=index, backend=self.name)
-            count = int(self._meta(conn, "count") or 0)
-            if count == 0:
-                return IndexEmpty(index=index, backend=self.name)
-            terms = query_terms(query)
-            if not terms:
-                return NoMatch(index=index, backend=self.name, searched=count)
-            sql, params = self._select(fts5_expression(terms), top_k, filters)
-            with self._deadline(conn, deadline):
-                rows = conn.execute(sql, params).fetchall()
+            # One read transaction, so the count and the matches come from the same snapshot:
+            # a write landing between them would otherwise report fewer passages than hits.
+            conn.execute("BEGIN")
+            try:
+                count = int(self._meta(conn, "count") or 0)
+                if count == 0:
+                    return IndexEmpty(index=index, backend=self.name)
+                terms = query_terms(query)
+                if not terms:
+                    return NoMatch(index=index, backend=self.name, searched=count)
+                sql, params = self._select(fts5_expression(terms), top_k, filters)
+                with self._deadline(conn, deadline):
+                    rows = conn.execute(sql, params).fetchall()
+            finally:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
         except (sqlite3.Error, NotAnIndex) as exc:
             return self._failure(index, exc, deadline)
         if not rows:
@@ -390,6 +414,8 @@ class SqliteFts5Backend:
         return sql, [*params, top_k]
 
     def remove(self, index: str, ids: Sequence[str], *, deadline: Deadline) -> RemoveOutcome:
+        if late := self._late(index, deadline):
+            return late
         try:
             conn = self._conn(index, create=False)
             if conn is None:
@@ -430,6 +456,8 @@ class SqliteFts5Backend:
         )
 
     def status(self, index: str, *, deadline: Deadline) -> StatusOutcome:
+        if late := self._late(index, deadline):
+            return late
         try:
             conn = self._conn(index, create=False)
             if conn is None:

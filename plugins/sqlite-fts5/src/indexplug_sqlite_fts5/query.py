@@ -160,6 +160,11 @@ def query_terms(query: str) -> list[str]:
     return (content or terms)[:MAX_TERMS]
 
 
+def fts5_phrase(term: str) -> str:
+    """``term`` as an FTS5 string: a phrase of its literal tokens, whatever it contains."""
+    return '"' + term.replace('"', '""') + '"'
+
+
 def fts5_expression(terms: list[str]) -> str:
     """An FTS5 MATCH expression OR-ing each term as a quoted string."""
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    return " OR ".join(fts5_phrase(t) for t in terms)

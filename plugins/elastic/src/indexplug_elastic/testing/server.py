@@ -93,7 +93,9 @@ DEFAULT_VERSION = "8.19.21"
 ES_USER = "indexplug-es"
 """Unprivileged system user the nodes run as when we are root."""
 
-MAVEN_BASE = "https://repo1.maven.org/maven2/org/elasticsearch/distribution/integ-test-zip/elasticsearch"
+MAVEN_BASE = (
+    "https://repo1.maven.org/maven2/org/elasticsearch/distribution/integ-test-zip/elasticsearch"
+)
 # Strongest first; Maven Central publishes .sha1 for everything, .sha512 for most.
 _DIGESTS = ("sha512", "sha1")
 _DIGEST_LENGTHS = {"sha512": 128, "sha1": 40}
@@ -128,19 +130,13 @@ class EsTimeoutError(EsError, TimeoutError):
 
 
 def cache_dir() -> Path:
-    """Where downloads and unpacked trees live.
-
-    ``${INDEXPLUG_CACHE:-~/.cache/indexplug}``.
+    """Where downloads and unpacked trees live: ``${INDEXPLUG_CACHE:-~/.cache/indexplug}``.
 
     Outside the repository on purpose: the zip is ~100 MB and is shared by every
     checkout and every test run on the machine.
     """
     configured = os.environ.get("INDEXPLUG_CACHE")
-    return (
-        Path(configured).expanduser()
-        if configured
-        else Path.home() / ".cache" / "indexplug"
-    )
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "indexplug"
 
 
 def distribution_url(version: str = DEFAULT_VERSION) -> str:
@@ -148,9 +144,7 @@ def distribution_url(version: str = DEFAULT_VERSION) -> str:
     return f"{MAVEN_BASE}/{version}/elasticsearch-{version}.zip"
 
 
-def ensure_distribution(
-    version: str = DEFAULT_VERSION, *, cache: Path | None = None
-) -> Path:
+def ensure_distribution(version: str = DEFAULT_VERSION, *, cache: Path | None = None) -> Path:
     """Return the home of an unpacked Elasticsearch ``version``, fetching it if needed.
 
     The fast path (already unpacked) touches neither the network nor a lock, so
@@ -215,9 +209,7 @@ def _http_get(url: str, timeout: float = 60.0) -> bytes | None:
 def _parse_digest(text: str, algorithm: str) -> str:
     # Maven checksum files hold either "<hex>" or "<hex>  <filename>".
     token = text.strip().split()[0].lower() if text.strip() else ""
-    if len(token) != _DIGEST_LENGTHS[algorithm] or not re.fullmatch(
-        r"[0-9a-f]+", token
-    ):
+    if len(token) != _DIGEST_LENGTHS[algorithm] or not re.fullmatch(r"[0-9a-f]+", token):
         raise DistributionError(f"malformed {algorithm} checksum: {text[:200]!r}")
     return token
 
@@ -278,9 +270,7 @@ def _download(url: str, dest: Path, expected: tuple[str, str] | None) -> None:
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     try:
         digest = hashlib.new(expected[0]) if expected else None
-        request = urllib.request.Request(
-            url, headers={"User-Agent": "indexplug-testing"}
-        )
+        request = urllib.request.Request(url, headers={"User-Agent": "indexplug-testing"})
         with (
             os.fdopen(fd, "wb") as out,
             urllib.request.urlopen(request, timeout=60) as response,
@@ -291,8 +281,7 @@ def _download(url: str, dest: Path, expected: tuple[str, str] | None) -> None:
                     digest.update(chunk)
         if expected and digest is not None and digest.hexdigest() != expected[1]:
             raise DistributionError(
-                f"{url}: {expected[0]} mismatch "
-                f"(got {digest.hexdigest()}, want {expected[1]})"
+                f"{url}: {expected[0]} mismatch (got {digest.hexdigest()}, want {expected[1]})"
             )
         os.chmod(tmp, 0o644)
         os.replace(tmp, dest)
@@ -337,26 +326,20 @@ def _ensure_zip(url: str, zip_path: Path) -> None:
 def _unpack(zip_path: Path, home: Path) -> None:
     if home.exists():  # leftovers of a manual or foreign unpack; ours appear atomically
         shutil.rmtree(home)
-    staging = Path(
-        tempfile.mkdtemp(dir=home.parent, prefix=f".{home.name}.", suffix=".unpack")
-    )
+    staging = Path(tempfile.mkdtemp(dir=home.parent, prefix=f".{home.name}.", suffix=".unpack"))
     try:
         with zipfile.ZipFile(zip_path) as archive:
             prefix = f"{home.name}/"
             for info in archive.infolist():
                 if not info.filename.startswith(prefix):
-                    raise DistributionError(
-                        f"unexpected entry {info.filename!r} in {zip_path}"
-                    )
+                    raise DistributionError(f"unexpected entry {info.filename!r} in {zip_path}")
                 if stat.S_ISLNK(info.external_attr >> 16):
-                    raise DistributionError(
-                        f"unexpected symlink {info.filename!r} in {zip_path}"
-                    )
+                    raise DistributionError(f"unexpected symlink {info.filename!r} in {zip_path}")
                 target = archive.extract(info, staging)
                 executable = info.is_dir() or (info.external_attr >> 16) & 0o111
                 os.chmod(target, 0o755 if executable else 0o644)
         os.replace(staging / home.name, home)
-    except (zipfile.BadZipFile, KeyError) as exc:
+    except zipfile.BadZipFile as exc:
         raise DistributionError(f"cannot unpack {zip_path}: {exc}") from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -369,9 +352,7 @@ def _unpack(zip_path: Path, home: Path) -> None:
 
 def _which_admin_tool(name: str) -> str | None:
     # Non-login root shells often lack /usr/sbin in PATH.
-    path = os.pathsep.join(
-        [os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/bin", "/bin"]
-    )
+    path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/bin", "/bin"])
     return shutil.which(name, path=path)
 
 
@@ -388,47 +369,16 @@ def ensure_es_user(name: str = ES_USER) -> tuple[int, int]:
     if os.geteuid() != 0:
         raise EsError(f"user {name!r} does not exist and only root can create it")
     nologin = next(
-        (
-            p
-            for p in ("/usr/sbin/nologin", "/sbin/nologin", "/bin/false")
-            if os.path.exists(p)
-        ),
+        (p for p in ("/usr/sbin/nologin", "/sbin/nologin", "/bin/false") if os.path.exists(p)),
         "/bin/false",
     )
-    useradd, adduser, addgroup = (
-        _which_admin_tool(t) for t in ("useradd", "adduser", "addgroup")
-    )
+    useradd, adduser, addgroup = (_which_admin_tool(t) for t in ("useradd", "adduser", "addgroup"))
     if useradd:
-        commands = [
-            [
-                useradd,
-                "--system",
-                "--no-create-home",
-                "--home-dir",
-                "/nonexistent",
-                "--shell",
-                nologin,
-                "--user-group",
-                name,
-            ],
-        ]
+        options = ["--system", "--no-create-home", "--home-dir", "/nonexistent", "--user-group"]
+        commands = [[useradd, *options, "--shell", nologin, name]]
     elif adduser and addgroup:  # busybox (Alpine)
-        commands = [
-            [addgroup, "-S", name],
-            [
-                adduser,
-                "-S",
-                "-D",
-                "-H",
-                "-h",
-                "/nonexistent",
-                "-s",
-                nologin,
-                "-G",
-                name,
-                name,
-            ],
-        ]
+        options = ["-S", "-D", "-H", "-h", "/nonexistent"]
+        commands = [[addgroup, "-S", name], [adduser, *options, "-s", nologin, "-G", name, name]]
     else:
         raise EsError(f"cannot create user {name!r}: neither useradd nor adduser found")
     errors = []
@@ -505,8 +455,7 @@ def runnable_home(home: Path, uid: int, gid: int) -> Path:
         if info.st_uid != os.geteuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             # Others could swap jars under us: refuse rather than run their code.
             raise EsError(
-                f"{runtime} must be owned by uid {os.geteuid()} "
-                "and not be group/world writable"
+                f"{runtime} must be owned by uid {os.geteuid()} and not be group/world writable"
             )
         os.chmod(runtime, 0o755)
         with _file_lock(runtime / f".{home.name}.lock"):
@@ -514,9 +463,7 @@ def runnable_home(home: Path, uid: int, gid: int) -> Path:
                 if target.exists():
                     shutil.rmtree(target)
                 staging = Path(
-                    tempfile.mkdtemp(
-                        dir=runtime, prefix=f".{home.name}.", suffix=".mirror"
-                    )
+                    tempfile.mkdtemp(dir=runtime, prefix=f".{home.name}.", suffix=".mirror")
                 )
                 try:
                     shutil.copytree(
@@ -529,9 +476,7 @@ def runnable_home(home: Path, uid: int, gid: int) -> Path:
                 finally:
                     shutil.rmtree(staging, ignore_errors=True)
     if not _traversable_by(target, uid, gid):
-        raise EsError(
-            f"uid {uid} cannot reach {target}; set INDEXPLUG_ES_RUNTIME_DIR elsewhere"
-        )
+        raise EsError(f"uid {uid} cannot reach {target}; set INDEXPLUG_ES_RUNTIME_DIR elsewhere")
     return target
 
 
@@ -561,17 +506,22 @@ def _free_ports(count: int) -> list[int]:
 # --------------------------------------------------------------------------------------
 
 # The watchdog is a separate process in its own session.  It learns node process
-# groups through a pipe ("+pgid" / "-pgid"); when the pipe reaches EOF -- our
-# process exited, however it died, SIGKILL included -- it terminates what is left.
+# groups ("+ pgid" / "- pgid") and throw-away directories ("+d path" / "-d path")
+# through a pipe; when the pipe reaches EOF -- our process exited, however it died,
+# SIGKILL included -- it terminates what is left and deletes the directories.
 _WATCHDOG_SOURCE = r"""
-import os, signal, sys, time
-groups = set()
+import os, shutil, signal, sys, time
+groups, dirs = set(), set()
 for line in sys.stdin:
-    op, _, pgid = line.strip().partition(" ")
+    op, _, arg = line.rstrip("\n").partition(" ")
     if op == "+":
-        groups.add(int(pgid))
+        groups.add(int(arg))
     elif op == "-":
-        groups.discard(int(pgid))
+        groups.discard(int(arg))
+    elif op == "+d":
+        dirs.add(arg)
+    elif op == "-d":
+        dirs.discard(arg)
 def alive(group):
     try:
         os.killpg(group, 0)
@@ -580,7 +530,7 @@ def alive(group):
     except OSError:
         return True
     return True
-for sig, grace in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 0.0)):
+for sig, grace in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 5.0)):
     for group in list(groups):
         try:
             os.killpg(group, sig)
@@ -589,17 +539,20 @@ for sig, grace in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 0.0)):
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and any(alive(g) for g in groups):
         time.sleep(0.2)
+for path in dirs:
+    shutil.rmtree(path, ignore_errors=True)
 """
 
 _lock = threading.RLock()
 _watchdog: subprocess.Popen[bytes] | None = None
+_watchdog_owner = 0  # pid that started it; a forked child must not use or reap it
 _live_clusters: set[EsCluster] = set()
 
 
 def _watchdog_send(message: str) -> None:
-    global _watchdog
+    global _watchdog, _watchdog_owner
     with _lock:
-        if _watchdog is None or _watchdog.poll() is not None:
+        if _watchdog is None or _watchdog_owner != os.getpid() or _watchdog.poll() is not None:
             if not sys.executable:
                 return
             try:
@@ -612,6 +565,7 @@ def _watchdog_send(message: str) -> None:
                 )
             except OSError:
                 return
+            _watchdog_owner = os.getpid()
         assert _watchdog.stdin is not None
         with contextlib.suppress(OSError):
             _watchdog.stdin.write(f"{message}\n".encode())
@@ -621,14 +575,16 @@ def _watchdog_send(message: str) -> None:
 def _shutdown_all() -> None:
     """atexit hook: stop every cluster still running, then release the watchdog."""
     with _lock:
-        clusters = list(_live_clusters)
+        # After os.fork() the child inherits this hook and the registry; only the
+        # process that started a cluster may stop it.
+        clusters = [c for c in _live_clusters if c._owner_pid == os.getpid()]
     for cluster in clusters:  # signal everything first so nodes shut down in parallel
         for node in cluster.nodes:
             node._signal(signal.SIGTERM)
     for cluster in clusters:
         cluster.stop()
     with _lock:
-        if _watchdog is not None and _watchdog.stdin is not None:
+        if _watchdog is not None and _watchdog.stdin is not None and _watchdog_owner == os.getpid():
             with contextlib.suppress(OSError):
                 _watchdog.stdin.close()
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -643,9 +599,7 @@ atexit.register(_shutdown_all)
 # --------------------------------------------------------------------------------------
 
 
-def _http(
-    method: str, url: str, body: Any = None, *, timeout: float = 30.0
-) -> tuple[int, Any]:
+def _http(method: str, url: str, body: Any = None, *, timeout: float = 30.0) -> tuple[int, Any]:
     """Minimal JSON-over-HTTP; returns ``(status, parsed body)`` for every HTTP status.
 
     ``body`` may be a ``str`` (sent as is, e.g. NDJSON for ``_bulk``) or anything
@@ -674,6 +628,15 @@ def _http(
         return status, raw.decode("utf-8", "replace")
 
 
+def _answers_http(node: EsNode) -> bool:
+    """Whether the node's HTTP port serves requests (``local``: needs no master)."""
+    try:
+        code, _ = _http("GET", f"{node.url}/_cluster/health?local=true", timeout=10)
+    except OSError:
+        return False
+    return code == HTTPStatus.OK
+
+
 # --------------------------------------------------------------------------------------
 # Nodes and clusters
 # --------------------------------------------------------------------------------------
@@ -689,9 +652,7 @@ class EsNode:
     :meth:`EsCluster.stop_node` so that a restarted node recovers its shards.
     """
 
-    def __init__(
-        self, name: str, http_port: int, transport_port: int, directory: Path
-    ) -> None:
+    def __init__(self, name: str, http_port: int, transport_port: int, directory: Path) -> None:
         self.name = name
         self.http_port = http_port
         self.transport_port = transport_port
@@ -875,6 +836,7 @@ class EsCluster:
         self._run_as: tuple[int, int] | None = None
         self._bootstrapped = False
         self._excluded = False
+        self._owner_pid = os.getpid()
 
     def __repr__(self) -> str:
         return f"EsCluster({self.cluster_name!r}, nodes={self.nodes!r})"
@@ -899,10 +861,11 @@ class EsCluster:
         started again on fresh ports (up to three attempts).
         """
         if any(node.wanted for node in self.nodes):
-            raise EsError(
-                "cluster already started; use start_node() to restart single nodes"
-            )
+            raise EsError("cluster already started; use start_node() to restart single nodes")
         timeout = self.start_timeout if timeout is None else timeout
+        self._bootstrapped = False
+        self._excluded = False
+        self._owner_pid = os.getpid()
         self._prepare()
         with _lock:
             _live_clusters.add(self)
@@ -930,17 +893,18 @@ class EsCluster:
             raise
         raise AssertionError("unreachable")
 
-    def wait_for(
-        self, status: HealthStatus = "green", timeout: float = 60.0
-    ) -> dict[str, Any]:
+    def wait_for(self, status: HealthStatus = "green", timeout: float = 60.0) -> dict[str, Any]:
         """Poll ``/_cluster/health`` until ``status`` (or better) with all nodes in.
 
         Requiring exactly the nodes that should be running (``wait_for_nodes``)
         makes the call meaningful around :meth:`stop_node`/:meth:`start_node`:
         "yellow" after a stop means the node has really left, "green" after a
         start means it has really rejoined and its shards recovered.  A node
-        process that dies while we wait fails fast with its log tail instead of
-        running into the timeout.  Returns the health response.
+        joins through its transport port before it opens its HTTP port, so we
+        also wait until every node answers HTTP -- callers may use any of
+        :attr:`urls` right away.  A node process that dies while we wait fails
+        fast with its log tail instead of running into the timeout.  Returns the
+        health response.
         """
         if status not in _HEALTH_STATUSES:
             raise ValueError(f"status must be one of {_HEALTH_STATUSES}")
@@ -954,8 +918,7 @@ class EsCluster:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 tails = "\n".join(
-                    f"--- {n.name} ({n.console_log}):\n{n.log_tail(15)}"
-                    for n in expected
+                    f"--- {n.name} ({n.console_log}):\n{n.log_tail(15)}" for n in expected
                 )
                 raise EsTimeoutError(
                     f"cluster {self.cluster_name} not {status} with "
@@ -983,13 +946,14 @@ class EsCluster:
                     last = f"{node.name}: {exc}"
                     continue
                 answered = True
-                if (
-                    code == HTTPStatus.OK
-                    and isinstance(body, dict)
-                    and not body.get("timed_out")
-                ):
-                    return body
-                last = body
+                if code == HTTPStatus.OK and isinstance(body, dict) and not body.get("timed_out"):
+                    silent = [n.name for n in expected if not _answers_http(n)]
+                    if not silent:
+                        return body
+                    answered = False
+                    last = f"{status} reached, HTTP not up yet on {', '.join(silent)}"
+                else:
+                    last = body
                 break  # that node already waited server-side; re-check processes
             if not answered:
                 time.sleep(0.25)
@@ -1019,9 +983,7 @@ class EsCluster:
         target = self.nodes[node] if node is not None else self._running()[0]
         return _http(method, f"{target.url}{path}", body, timeout=timeout)
 
-    def stop_node(
-        self, index: int, *, timeout: float = 30.0, kill: bool = False
-    ) -> None:
+    def stop_node(self, index: int, *, timeout: float = 30.0, kill: bool = False) -> None:
         """Stop node ``index``: SIGTERM, SIGKILL after ``timeout``, wait for its JVMs.
 
         With two master-eligible nodes Elasticsearch keeps only one of them in
@@ -1034,9 +996,7 @@ class EsCluster:
         node = self.nodes[index]
         others = [other for other in self.nodes if other.running and other is not node]
         if node.running and others and not kill:
-            query = urllib.parse.urlencode(
-                {"node_names": node.name, "timeout": f"{int(timeout)}s"}
-            )
+            query = urllib.parse.urlencode({"node_names": node.name, "timeout": f"{int(timeout)}s"})
             try:
                 code, body = _http(
                     "POST",
@@ -1070,13 +1030,16 @@ class EsCluster:
         node.started_seconds = time.monotonic() - started
         if self._excluded:
             try:
-                _http(
+                code, body = _http(
                     "DELETE",
                     f"{node.url}/_cluster/voting_config_exclusions?wait_for_removal=false",
                 )
-                self._excluded = False
             except OSError as exc:
-                warnings.warn(f"clearing voting exclusions failed: {exc}", stacklevel=2)
+                code, body = None, exc
+            if code == HTTPStatus.OK:
+                self._excluded = False
+            else:
+                warnings.warn(f"clearing voting exclusions failed ({code}): {body}", stacklevel=2)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop all nodes (in parallel); delete their directories unless ``keep_data``.
@@ -1088,6 +1051,7 @@ class EsCluster:
             _live_clusters.discard(self)
         if self.workdir is not None and not self.keep_data:
             shutil.rmtree(self.workdir, ignore_errors=True)
+            _watchdog_send(f"-d {self.workdir}")
             self.workdir = None
 
     def __enter__(self) -> Self:
@@ -1133,12 +1097,12 @@ class EsCluster:
         self.workdir = Path(
             tempfile.mkdtemp(prefix=f"{self.cluster_name}-", dir=self._workdir_parent)
         )
+        if not self.keep_data:
+            _watchdog_send(f"+d {self.workdir}")
         if self._run_as is not None:
             os.chown(self.workdir, *self._run_as)
             if not _traversable_by(self.workdir, *self._run_as):
-                raise EsError(
-                    f"user {ES_USER} cannot reach {self.workdir}; pass another workdir"
-                )
+                raise EsError(f"user {ES_USER} cannot reach {self.workdir}; pass another workdir")
 
     def _create_nodes(self) -> None:
         assert self.workdir is not None and self.home is not None
@@ -1155,9 +1119,7 @@ class EsCluster:
             shutil.copytree(self.home / "config", directory / "config")
             for sub in ("data", "logs", "tmp"):
                 (directory / sub).mkdir()
-            self.nodes.append(
-                EsNode(f"node-{index}", http[index], transport[index], directory)
-            )
+            self.nodes.append(EsNode(f"node-{index}", http[index], transport[index], directory))
 
     def _node_settings(self, node: EsNode) -> dict[str, Any]:
         settings: dict[str, Any] = {
@@ -1174,9 +1136,7 @@ class EsCluster:
         if self.size == 1:
             settings["discovery.type"] = "single-node"
         else:
-            settings["discovery.seed_hosts"] = [
-                f"127.0.0.1:{n.transport_port}" for n in self.nodes
-            ]
+            settings["discovery.seed_hosts"] = [f"127.0.0.1:{n.transport_port}" for n in self.nodes]
             if not self._bootstrapped:
                 # Only for the very first election; a restarted node must not carry it.
                 settings["cluster.initial_master_nodes"] = [n.name for n in self.nodes]
@@ -1188,9 +1148,7 @@ class EsCluster:
         node = self.nodes[index]
         # JSON values are valid YAML flow scalars/sequences and quote safely.
         settings = self._node_settings(node)
-        config = "".join(
-            f"{key}: {json.dumps(value)}\n" for key, value in settings.items()
-        )
+        config = "".join(f"{key}: {json.dumps(value)}\n" for key, value in settings.items())
         (node.directory / "config" / "elasticsearch.yml").write_text(config)
         if self._run_as is not None:
             _chown_tree(node.directory, *self._run_as)
@@ -1202,17 +1160,11 @@ class EsCluster:
             "_JAVA_OPTIONS",
             "CLI_JAVA_OPTS",
         }
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith("ES_") and k not in dropped
-        }
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ES_") and k not in dropped}
         env.update(
             ES_JAVA_HOME=str(self._java_home),
             ES_PATH_CONF=str(node.directory / "config"),
-            ES_JAVA_OPTS=" ".join(
-                [f"-Xms{self.heap}", f"-Xmx{self.heap}", *self.java_opts]
-            ),
+            ES_JAVA_OPTS=" ".join([f"-Xms{self.heap}", f"-Xmx{self.heap}", *self.java_opts]),
             ES_TMPDIR=str(node.directory / "tmp"),
             HOME=str(node.directory),
         )
@@ -1237,16 +1189,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m indexplug_elastic.testing.server",
         description="Obtain and run a real Elasticsearch for indexplug tests.",
     )
-    parser.add_argument(
-        "--version", default=DEFAULT_VERSION, help="Elasticsearch version"
-    )
+    parser.add_argument("--version", default=DEFAULT_VERSION, help="Elasticsearch version")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser(
-        "fetch", help="download and unpack the distribution, print its home"
-    )
-    run = commands.add_parser(
-        "run", help="start nodes, print their URLs, stay until Ctrl-C"
-    )
+    commands.add_parser("fetch", help="download and unpack the distribution, print its home")
+    run = commands.add_parser("run", help="start nodes, print their URLs, stay until Ctrl-C")
     run.add_argument("--nodes", type=int, default=1)
     run.add_argument("--heap", default="512m")
     run.add_argument(
@@ -1255,9 +1201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         help="once per node (default: free ports)",
     )
-    run.add_argument(
-        "--keep-data", action="store_true", help="keep the node directories on exit"
-    )
+    run.add_argument("--keep-data", action="store_true", help="keep the node directories on exit")
     args = parser.parse_args(argv)
 
     if args.command == "fetch":

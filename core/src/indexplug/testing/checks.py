@@ -1,0 +1,1838 @@
+"""The conformance checks: one list, shared by the pytest base class and the report card.
+
+Every rule of the backend contract is one :class:`Check` in :data:`CHECKS`.  The pytest base
+class (:mod:`indexplug.testing.kit`) turns each into a test method and the report card
+(:mod:`indexplug.testing.card`) runs each directly, so the two can never disagree about what is
+checked or how.
+
+A check gets a :class:`Subject` (a guarded backend plus the optional hooks an author supplies)
+and either returns (passed) or raises :class:`CheckFailed` with a reason written for the backend
+author: what was done, what came back, and what the contract expected.
+
+Checks go through :class:`indexplug.Guard` on purpose.  The guard already turns many violations
+into ``INDEX_FAILED`` (a raise, a bare list, an empty ``SEARCHED``); the kit then fails with that
+reason, e.g. "search on an index with no match returned INDEX_FAILED (contract violation ...)
+instead of NO_MATCH".  The kit also checks what the guard cannot see from one call: state across
+calls (idempotence, removal, budgets, persistence), honesty under deadlines and outages, and
+fidelity of what comes back against what was added.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import pickle
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from functools import partial
+from typing import Any, NoReturn
+
+from pydantic import BaseModel, ConfigDict
+
+from indexplug.errors import InvalidIndexName, InvalidRequest
+from indexplug.guard import MAX_QUERY_CHARS, MAX_TOP_K, Guard
+from indexplug.names import MAX_NAME_LENGTH
+from indexplug.outcomes import (
+    ALLOWED,
+    Indexed,
+    IndexEmpty,
+    IndexStatus,
+    NoMatch,
+    OverBudget,
+    Removed,
+    ScoreScale,
+    Searched,
+    outcome_from_json,
+)
+from indexplug.passages import MAX_PASSAGE_CHARS, Passage, Source, passage_id
+from indexplug.protocols import Capabilities, Readiness
+
+__all__ = [
+    "CHECKS",
+    "Check",
+    "CheckFailed",
+    "CheckResult",
+    "CheckStatus",
+    "KitSettings",
+    "NotApplicable",
+    "Subject",
+    "check_ids",
+    "corpus",
+    "kit_passage",
+    "run_check",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# results
+
+
+class CheckStatus(StrEnum):
+    """What became of one check.  ``NOT_CLAIMED`` is never a pass: the backend did not say it
+    can do this, so nothing was verified (and a user must not rely on it)."""
+
+    PASSED = "PASSED"
+    FAILED = "FAILED"
+    NOT_CLAIMED = "NOT_CLAIMED"
+    SKIPPED = "SKIPPED"
+    """Claimed or applicable, but the kit could not run it (a hook was not provided) or it
+    does not apply to this kind of backend; the reason says which."""
+
+
+class CheckResult(BaseModel):
+    """One line of a report card (also the JSON form, see :mod:`indexplug.testing.card`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    title: str
+    status: CheckStatus
+    reason: str | None = None
+    duration_s: float = 0.0
+
+
+class CheckFailed(Exception):
+    """The backend broke the rule a check verifies; the message is the reason on the card."""
+
+
+class NotApplicable(Exception):
+    """The check does not apply to this backend (e.g. "no matching word" for a dense one)."""
+
+
+def fail(reason: str) -> NoReturn:
+    raise CheckFailed(reason)
+
+
+# ---------------------------------------------------------------------------------------------
+# what a check gets
+
+
+@dataclass(frozen=True)
+class KitSettings:
+    """Sizes and time bounds of the checks.  The defaults are generous on purpose: the kit
+    judges correctness, and a slow CI machine must not turn into a failed card."""
+
+    op_deadline_s: float = 60.0
+    """Deadline of every ordinary op the kit makes (not the deadline checks)."""
+    tiny_deadline_s: float = 1e-6
+    """A deadline no backend can meet: the answer must be ``INDEX_TIMEOUT``."""
+    recovery_timeout_s: float = 30.0
+    """How long a backend may take to become ready again after ``restore``."""
+    threads: int = 8
+    batches_per_thread: int = 12
+    batch_size: int = 5
+    processes: int = 3
+    process_timeout_s: float = 120.0
+    scale_passages: int = 3000
+    scale_batch: int = 500
+    scale_add_s: float = 120.0
+    """Bound on adding all of ``scale_passages``."""
+    scale_search_s: float = 10.0
+    """Bound on each search of the scale check."""
+    huge_passage_chars: int = MAX_PASSAGE_CHARS
+    """Length of the largest passage added (the largest a :class:`Passage` may be)."""
+
+
+Tamper = Callable[[str, str, str], None]
+Reopen = Callable[[Guard], Guard]
+
+
+@dataclass
+class Subject:
+    """A backend under test: the guarded instance, plus the hooks that some checks need.
+
+    Hooks left as ``None`` fall back to the backend's own methods where one exists
+    (``tamper(index, passage_id, new_text)``, ``make_unavailable()``, ``restore()``), so a
+    backend that carries its hooks needs nothing more than a ``backend`` fixture.
+    """
+
+    guard: Guard
+    settings: KitSettings = field(default_factory=KitSettings)
+    reopen: Reopen | None = None
+    """Close the given instance and open a new one on the same storage (persistence)."""
+    factory: Callable[[], Guard] | None = None
+    """A picklable zero-argument callable opening another instance on the same storage; used
+    by the multi-process check (each process opens its own) and as a default ``reopen``."""
+    make_unavailable: Callable[[], None] | None = None
+    restore: Callable[[], None] | None = None
+    tamper: Tamper | None = None
+    _opened: list[Guard] = field(default_factory=list, repr=False)
+
+    # -- what the backend claims -------------------------------------------------------------
+    @property
+    def capabilities(self) -> Capabilities | None:
+        caps = getattr(self.guard.backend, "capabilities", None)
+        return caps if isinstance(caps, Capabilities) else None
+
+    def claims(self, capability: str) -> bool:
+        """A capability counts as claimed only if declared ``True`` (not merely truthy)."""
+        return getattr(self.capabilities, capability, False) is True
+
+    # -- hooks -------------------------------------------------------------------------------
+    def tamper_hook(self) -> Tamper | None:
+        if self.tamper is not None:
+            return self.tamper
+        fn = getattr(self.guard.backend, "tamper", None)
+        return fn if callable(fn) else None
+
+    def outage_hooks(self) -> tuple[Callable[[], None], Callable[[], None]] | None:
+        down = self.make_unavailable or getattr(self.guard.backend, "make_unavailable", None)
+        up = self.restore or getattr(self.guard.backend, "restore", None)
+        if callable(down) and callable(up):
+            return down, up
+        return None
+
+    def reopen_hook(self) -> Reopen | None:
+        if self.reopen is not None:
+            return self.reopen
+        factory = self.factory
+        if factory is None:
+            return None
+
+        def reopen(old: Guard) -> Guard:
+            old.close()
+            return factory()
+
+        return reopen
+
+    def do_reopen(self) -> None:
+        hook = self.reopen_hook()
+        assert hook is not None
+        new = hook(self.guard)
+        if not isinstance(new, Guard):
+            new = Guard(new)
+        self._opened.append(new)
+        self.guard = new
+
+    def close(self) -> None:
+        """Close the instances the kit opened itself (the author's fixture closes its own)."""
+        for g in self._opened:
+            g.close()
+        self._opened.clear()
+
+    # -- helpers -----------------------------------------------------------------------------
+    def index(self, tag: str) -> str:
+        """A fresh index name.  Random, so a server shared between runs never mixes them."""
+        return f"kit-{tag}-{uuid.uuid4().hex[:10]}"
+
+
+# ---------------------------------------------------------------------------------------------
+# the registry of checks
+
+
+CheckFn = Callable[[Subject], None]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One rule of the contract.
+
+    ``claim`` names the capability that switches the check on; without it the check is
+    ``NOT_CLAIMED``.  ``needs`` names hooks (``tamper``, ``reopen``, ``factory``, ``outage``)
+    without which a claimed check cannot run (``SKIPPED``, "untested: ...").  ``outage_or_claim``
+    is the one special case: the outage check runs whenever outage hooks exist, and is
+    ``NOT_CLAIMED`` only when the backend neither has them nor claims ``server``.
+    """
+
+    id: str
+    title: str
+    fn: CheckFn
+    claim: str | None = None
+    needs: tuple[str, ...] = ()
+    outage_or_claim: bool = False
+
+
+CHECKS: list[Check] = []
+"""Every check, in the order the card lists them."""
+
+
+def _check(
+    id: str,
+    title: str,
+    *,
+    claim: str | None = None,
+    needs: tuple[str, ...] = (),
+    outage_or_claim: bool = False,
+) -> Callable[[CheckFn], CheckFn]:
+    def register(fn: CheckFn) -> CheckFn:
+        if any(c.id == id for c in CHECKS):
+            raise RuntimeError(f"duplicate check id {id!r}")
+        CHECKS.append(Check(id, title, fn, claim, needs, outage_or_claim))
+        return fn
+
+    return register
+
+
+def check_ids() -> list[str]:
+    return [c.id for c in CHECKS]
+
+
+_HOOK_WORDS = {
+    "tamper": "tamper(index, passage_id, new_text) hook (a backend method or the "
+    "tamper_passage fixture)",
+    "reopen": "way to reopen it on the same storage (reopen_backend or backend_factory)",
+    "factory": "picklable backend_factory (each writer process opens its own instance)",
+    "outage": "make_unavailable()/restore() hooks",
+}
+
+
+def _has_hook(s: Subject, hook: str) -> bool:
+    if hook == "tamper":
+        return s.tamper_hook() is not None
+    if hook == "reopen":
+        return s.reopen_hook() is not None
+    if hook == "factory":
+        return s.factory is not None
+    if hook == "outage":
+        return s.outage_hooks() is not None
+    raise ValueError(hook)
+
+
+def _gate(check: Check, s: Subject) -> tuple[CheckStatus, str] | None:
+    """Whether to run a check: ``None`` to run it, else the status and reason to report."""
+    if check.outage_or_claim:
+        if s.outage_hooks() is not None:
+            return None
+        if s.claims("server"):
+            why = f"untested: claims server, but no {_HOOK_WORDS['outage']} were given"
+            return CheckStatus.SKIPPED, why
+        return CheckStatus.NOT_CLAIMED, "not claimed: server (and no outage hooks were given)"
+    if check.claim is not None and not s.claims(check.claim):
+        return CheckStatus.NOT_CLAIMED, f"not claimed: {check.claim}"
+    missing = [h for h in check.needs if not _has_hook(s, h)]
+    if missing:
+        words = " and ".join(_HOOK_WORDS[h] for h in missing)
+        if check.claim is not None:
+            return CheckStatus.SKIPPED, f"untested: claims {check.claim}, but no {words} was given"
+        return CheckStatus.SKIPPED, f"untested: needs a {words}, which was not given"
+    return None
+
+
+def run_check(check: Check, subject: Subject) -> CheckResult:
+    """Run one check and say what became of it.  Never raises for a backend's misbehaviour:
+    anything unexpected (an exception escaping a guarded call, a hook that raises) is a
+    failure with its reason, since the contract promises typed answers only."""
+    started = time.perf_counter()
+
+    def result(status: CheckStatus, reason: str | None) -> CheckResult:
+        return CheckResult(
+            id=check.id,
+            title=check.title,
+            status=status,
+            reason=reason,
+            duration_s=round(time.perf_counter() - started, 3),
+        )
+
+    gate = _gate(check, subject)
+    if gate is not None:
+        return result(*gate)
+    ready = subject.guard.readiness()
+    if not ready.ready:
+        why = f"the backend is not ready at the start of the check: {ready.reason}"
+        return result(CheckStatus.FAILED, why)
+    try:
+        check.fn(subject)
+    except CheckFailed as exc:
+        return result(CheckStatus.FAILED, str(exc))
+    except NotApplicable as exc:
+        return result(CheckStatus.SKIPPED, f"not applicable: {exc}")
+    except Exception as exc:  # anything escaping is itself the failure
+        return result(CheckStatus.FAILED, f"unexpected {_describe(exc)} escaped during the check")
+    return result(CheckStatus.PASSED, None)
+
+
+# ---------------------------------------------------------------------------------------------
+# calling the backend and judging what comes back
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _short(text: str, n: int = 40) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _show(out: Any) -> str:
+    """An outcome as a card shows it: its code, and the reason of a failure."""
+    code = getattr(out, "code", None)
+    if not isinstance(code, str):
+        return f"a {type(out).__name__}"
+    reason = getattr(out, "reason", None)
+    return f"{code} ({reason})" if reason else code
+
+
+def _roundtrip(out: Any, what: str) -> None:
+    """The outcome must survive JSON: an orchestrator may only ever see it serialised."""
+    try:
+        text = out.model_dump_json()
+        back = outcome_from_json(text)
+    except Exception as exc:
+        fail(
+            f"the {_show(out)} answer to {what} does not serialise to JSON and back: "
+            f"{_describe(exc)}"
+        )
+    if type(back) is not type(out) or back.model_dump(mode="json") != out.model_dump(mode="json"):
+        fail(f"the {_show(out)} answer to {what} changes when serialised to JSON and back")
+
+
+def _expect(out: Any, op: str, codes: Sequence[str], what: str, index: str | None = None) -> Any:
+    allowed = ALLOWED[op]
+    if not isinstance(out, allowed):
+        names = ", ".join(t.__name__ for t in allowed)
+        fail(
+            f"{what} returned {type(out).__name__}, which is not an outcome {op} may answer "
+            f"({names})"
+        )
+    _roundtrip(out, what)
+    code: str = getattr(out, "code", "")
+    if code not in codes:
+        fail(f"{what} returned {_show(out)} instead of {' or '.join(codes)}")
+    if index is not None and out.index != index:
+        fail(f"{what} answered for index {out.index!r}, not {index!r}")
+    return out
+
+
+def _op(op: str, what: str, codes: Sequence[str], index: str, call: Callable[[], Any]) -> Any:
+    try:
+        out = call()
+    except InvalidRequest as exc:
+        fail(f"{what} was refused as an invalid request: {_describe(exc)}")
+    except Exception as exc:  # nothing but typed answers may escape
+        fail(f"{what} raised {_describe(exc)} instead of answering with an outcome")
+    return _expect(out, op, codes, what, index)
+
+
+def _add(
+    s: Subject,
+    index: str,
+    passages: Sequence[Passage],
+    what: str,
+    codes: Sequence[str] = ("INDEXED",),
+    *,
+    max_bytes: int | None = None,
+    deadline_s: float | None = None,
+) -> Any:
+    d = s.settings.op_deadline_s if deadline_s is None else deadline_s
+    return _op(
+        "add",
+        what,
+        codes,
+        index,
+        lambda: s.guard.add(index, passages, max_bytes=max_bytes, deadline_s=d),
+    )
+
+
+def _search(
+    s: Subject,
+    index: str,
+    query: str,
+    what: str,
+    codes: Sequence[str] = ("SEARCHED",),
+    *,
+    top_k: int = 10,
+    filters: Mapping[str, Any] | None = None,
+    deadline_s: float | None = None,
+) -> Any:
+    d = s.settings.op_deadline_s if deadline_s is None else deadline_s
+    return _op(
+        "search",
+        what,
+        codes,
+        index,
+        lambda: s.guard.search(index, query, top_k=top_k, deadline_s=d, filters=filters),
+    )
+
+
+def _remove(
+    s: Subject,
+    index: str,
+    ids: Sequence[str],
+    what: str,
+    codes: Sequence[str] = ("REMOVED",),
+    *,
+    deadline_s: float | None = None,
+) -> Any:
+    d = s.settings.op_deadline_s if deadline_s is None else deadline_s
+    return _op("remove", what, codes, index, lambda: s.guard.remove(index, ids, deadline_s=d))
+
+
+def _status(
+    s: Subject,
+    index: str,
+    what: str,
+    codes: Sequence[str] = ("STATUS",),
+    *,
+    deadline_s: float | None = None,
+) -> Any:
+    d = s.settings.op_deadline_s if deadline_s is None else deadline_s
+    return _op("status", what, codes, index, lambda: s.guard.status(index, deadline_s=d))
+
+
+def _count(s: Subject, index: str, what: str) -> int:
+    out: IndexStatus = _status(s, index, what)
+    return out.passages
+
+
+def _same_passage(p: Passage, added: Mapping[str, Passage], where: str) -> None:
+    """A returned passage must be exactly one that was added: text, source, span, metadata."""
+    orig = added.get(p.id)
+    if orig is None:
+        fail(
+            f"{where} returned a passage that was never added (id {p.id[:12]}…, text "
+            f"{_short(p.text)!r}): stored text was altered or invented and still served"
+        )
+    a, b = orig.model_dump(mode="json"), p.model_dump(mode="json")
+    if a != b:
+        diff = ", ".join(k for k in a if a[k] != b.get(k))
+        fail(f"{where} returned passage {p.id[:12]}… not exactly as added ({diff} differ)")
+
+
+def _check_hits(
+    s: Subject,
+    out: Searched,
+    top_k: int,
+    added: Mapping[str, Passage],
+    what: str,
+    *,
+    count: int | None = None,
+) -> list[str]:
+    """Every rule a ``SEARCHED`` answer must keep; returns the hit ids in rank order."""
+    declared: ScoreScale = s.guard.score_scale
+    hits = out.hits
+    if not hits:
+        fail(f"{what} returned SEARCHED with no hits (an empty result must be NO_MATCH)")
+    if len(hits) > top_k:
+        fail(f"{what} returned {len(hits)} hits for top_k={top_k}")
+    if count is not None and out.searched != count:
+        fail(f"{what} reported searched={out.searched}, but the index holds {count} passage(s)")
+    if out.scale != declared:
+        fail(
+            f"{what} answered on scale {out.scale.model_dump()}, not the declared "
+            f"{declared.model_dump()}"
+        )
+    prev: float | None = None
+    ids: list[str] = []
+    for i, hit in enumerate(hits, start=1):
+        if hit.rank != i:
+            fail(f"{what}: hit {i} has rank {hit.rank}; ranks must be 1..n")
+        if not isinstance(hit.score, (int, float)) or not math.isfinite(hit.score):
+            fail(f"{what}: hit {i} has a non-finite score {hit.score!r}")
+        if hit.score_scale != declared.name:
+            fail(f"{what}: hit {i} is on scale {hit.score_scale!r}, not {declared.name!r}")
+        if prev is not None and (
+            (declared.higher_is_better and hit.score > prev)
+            or (not declared.higher_is_better and hit.score < prev)
+        ):
+            fail(f"{what}: scores are out of order at rank {i} ({prev} then {hit.score})")
+        prev = hit.score
+        p = hit.passage
+        if p.id != passage_id(p.text, p.source.uri, p.start, p.end):
+            fail(
+                f"{what}: hit {i} carries id {p.id[:12]}…, which is not the content address "
+                "of its text, uri and span"
+            )
+        if p.id in ids:
+            fail(f"{what}: passage {p.id[:12]}… is returned twice")
+        ids.append(p.id)
+        _same_passage(p, added, f"{what}: hit {i}")
+    return ids
+
+
+def _refused(what: str, call: Callable[[], Any], error: type[Exception] = InvalidRequest) -> None:
+    """The call must raise ``error`` (a typed refusal), nothing else and no outcome."""
+    try:
+        out = call()
+    except error:
+        return
+    except Exception as exc:
+        fail(f"{what} raised {_describe(exc)} instead of {error.__name__}")
+    fail(f"{what} was accepted (answered {_show(out)}) instead of raising {error.__name__}")
+
+
+def _snapshot(s: Subject, index: str, queries: Sequence[str], what: str) -> dict[str, Any]:
+    """What a caller can observe of an index: its count and what each query finds."""
+    snap: dict[str, Any] = {"passages": _count(s, index, f"status {what}")}
+    for q in queries:
+        out = _search(
+            s,
+            index,
+            q,
+            f"search for {q!r} {what}",
+            ("SEARCHED", "NO_MATCH", "INDEX_EMPTY"),
+            top_k=50,
+        )
+        ids = sorted(h.passage.id for h in out.hits) if isinstance(out, Searched) else []
+        snap[q] = (out.code, ids)
+    return snap
+
+
+def _compare(before: dict[str, Any], after: dict[str, Any], what: str) -> None:
+    if before["passages"] != after["passages"]:
+        fail(
+            f"{what}: the index held {before['passages']} passage(s) before and "
+            f"{after['passages']} after"
+        )
+    for key, was in before.items():
+        if key != "passages" and after[key] != was:
+            now = after[key]
+            fail(
+                f"{what}: search for {key!r} answered {was[0]} with {len(was[1])} hit(s) "
+                f"before and {now[0]} with {len(now[1])} hit(s) after"
+            )
+
+
+# ---------------------------------------------------------------------------------------------
+# test data
+
+
+_WHEN = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def kit_passage(
+    text: str,
+    n: int,
+    *,
+    tag: str = "corpus",
+    metadata: Mapping[str, str | int | float | bool] | None = None,
+    uri: str | None = None,
+) -> Passage:
+    """A passage with full provenance (every optional field set), so a backend that drops or
+    mangles any of them is caught when the passage comes back."""
+    uri = uri or f"kit://{tag}/{n}"
+    source = Source(
+        uri=uri,
+        sha256=_sha(uri + text),
+        retrieved_at=_WHEN,
+        provenance="indexplug conformance kit",
+        licence="CC0-1.0",
+        published_at=_WHEN,
+    )
+    return Passage.create(
+        text, uri, start=7 * n, source=source, document_sha256=_sha(uri), metadata=metadata
+    )
+
+
+_CORPUS: list[tuple[str, dict[str, str | int | float | bool]]] = [
+    (
+        "Foxes are small omnivorous mammals; the red fox lives across the northern hemisphere.",
+        {"topic": "animals", "lang": "en", "year": 2001, "reviewed": True, "weight": 0.5},
+    ),
+    (
+        "Photosynthesis converts sunlight, water and carbon dioxide into glucose and oxygen.",
+        {"topic": "biology", "lang": "en", "year": 2002, "reviewed": False, "weight": 1.5},
+    ),
+    (
+        "The Danube flows through ten countries before reaching the Black Sea.",
+        {"topic": "geography", "lang": "en", "year": 2003, "reviewed": True, "weight": 2.5},
+    ),
+    (
+        "A sourdough starter is a culture of wild yeast and lactic acid bacteria.",
+        {"topic": "cooking", "lang": "en", "year": 2001, "reviewed": False, "weight": 0.25},
+    ),
+    (
+        "Volcanoes form where magma rises through cracks in the crust of the planet.",
+        {"topic": "geology", "lang": "en", "year": 2004, "reviewed": True, "weight": 3.0},
+    ),
+    (
+        "The violin has four strings tuned in perfect fifths.",
+        {"topic": "music", "lang": "en", "year": 2005, "reviewed": True, "weight": 1.0},
+    ),
+    (
+        "Binary search halves the interval on every comparison.",
+        {"topic": "computing", "lang": "en", "year": 2006, "reviewed": False, "weight": 4.5},
+    ),
+    (
+        "Glaciers carve wide valleys as they advance and retreat.",
+        {"topic": "geology", "lang": "en", "year": 2001, "reviewed": False, "weight": 0.75},
+    ),
+    (
+        "Le renard roux est un petit mammifère omnivore des forêts.",
+        {"topic": "animals", "lang": "fr", "year": 2007, "reviewed": True, "weight": 5.5},
+    ),
+    (
+        "Honeybees tell the direction of flowers with a waggle dance.",
+        {"topic": "animals", "lang": "en", "year": 2008, "reviewed": False, "weight": 6.0},
+    ),
+    (
+        "Lighthouses guided ships along dangerous coasts before satellite navigation.",
+        {"topic": "history", "lang": "en", "year": 2009, "reviewed": True, "weight": 7.25},
+    ),
+    (
+        "Chess openings such as the Sicilian Defence aim to unbalance the position.",
+        {"topic": "games", "lang": "en", "year": 2010, "reviewed": False, "weight": 8.0},
+    ),
+]
+
+NO_MATCH_QUERY = "xylophonequartzite zebrawombatqux"
+"""Words no passage the kit adds contains."""
+
+_QUERIES = ["fox", "glaciers valleys", "violin strings", "binary search"]
+"""What a snapshot searches for: words the corpus holds, so that comparing snapshots judges the
+state of the index and not, again, how the backend words an empty result."""
+
+
+def corpus() -> list[Passage]:
+    """The kit's small corpus: twelve passages, each with words no other has."""
+    return [kit_passage(text, i, metadata=meta) for i, (text, meta) in enumerate(_CORPUS)]
+
+
+def _by_id(passages: Sequence[Passage]) -> dict[str, Passage]:
+    return {p.id: p for p in passages}
+
+
+def _filled(s: Subject, tag: str, extra: Sequence[Passage] = ()) -> tuple[str, list[Passage]]:
+    """A fresh index holding the corpus (and ``extra``)."""
+    index = s.index(tag)
+    passages = corpus() + list(extra)
+    _add(s, index, passages, f"adding {len(passages)} passages to a new index")
+    return index, passages
+
+
+def _needs_lexical(s: Subject) -> None:
+    if s.claims("dense"):
+        raise NotApplicable(
+            "a dense backend ranks every passage, so 'no matching word' has no meaning for it"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# the checks
+
+
+@_check("backend.declares", "The backend declares a name, a score scale and its capabilities")
+def _declares(s: Subject) -> None:
+    b = s.guard.backend
+    name = getattr(b, "name", None)
+    if not isinstance(name, str) or not name.strip():
+        fail(f"backend.name must be a non-empty string, got {name!r}")
+    if not isinstance(getattr(b, "description", None), str):
+        fail("backend.description must be a string")
+    if not isinstance(getattr(b, "score_scale", None), ScoreScale):
+        fail(f"backend.score_scale must be a ScoreScale, got {type(b.score_scale).__name__}")
+    caps = getattr(b, "capabilities", None)
+    if not isinstance(caps, Capabilities):
+        fail(f"backend.capabilities must be a Capabilities, got {type(caps).__name__}")
+    try:
+        r = b.readiness()
+    except Exception as exc:
+        fail(f"readiness() raised {_describe(exc)}")
+    if not isinstance(r, Readiness):
+        fail(f"readiness() returned {type(r).__name__}, not Readiness")
+
+
+@_check("outcomes.typed", "Every op answers an outcome allowed for it, which survives JSON")
+def _typed(s: Subject) -> None:
+    index = s.index("typed")
+    ps = corpus()
+    out = _add(s, index, ps, "add to a new index")
+    if not out.backend:
+        fail("add answered with an empty backend name")
+    _search(s, index, "fox", "search for a word the index holds")
+    _status(s, index, "status of an index holding passages")
+    if s.claims("deletion"):
+        _remove(s, index, [ps[0].id], "remove of a stored passage")
+
+
+@_check("status.reports", "status says whether an index exists and how many passages it holds")
+def _status_reports(s: Subject) -> None:
+    missing = s.index("status")
+    out: IndexStatus = _status(s, missing, "status of an index never written")
+    if out.exists or out.passages != 0:
+        fail(
+            f"status of an index never written said exists={out.exists}, "
+            f"passages={out.passages} (expected exists=False, passages=0)"
+        )
+    index, ps = _filled(s, "status")
+    out = _status(s, index, "status after adding the corpus")
+    if not out.exists or out.passages != len(ps):
+        fail(
+            f"status after adding {len(ps)} passages said exists={out.exists}, "
+            f"passages={out.passages}"
+        )
+    if out.bytes_used is not None and out.bytes_used < 0:
+        fail(f"status reported a negative size ({out.bytes_used} bytes)")
+
+
+@_check("search.empty_index", "Searching an index that holds nothing answers INDEX_EMPTY")
+def _empty(s: Subject) -> None:
+    _search(s, s.index("empty"), "fox", "search on an index never written", ("INDEX_EMPTY",))
+    if s.claims("deletion"):
+        index = s.index("emptied")
+        ps = corpus()[:2]
+        _add(s, index, ps, "add of two passages")
+        _remove(s, index, [p.id for p in ps], "remove of both passages")
+        _search(
+            s, index, "fox", "search on an index whose passages were all removed", ("INDEX_EMPTY",)
+        )
+
+
+@_check(
+    "search.no_match",
+    "An index with passages but no matching word answers NO_MATCH "
+    "with searched equal to its passage count",
+)
+def _no_match(s: Subject) -> None:
+    _needs_lexical(s)
+    index, ps = _filled(s, "nomatch")
+    out: NoMatch = _search(
+        s, index, NO_MATCH_QUERY, "search on an index with no match", ("NO_MATCH",)
+    )
+    if out.searched != len(ps):
+        fail(
+            f"search on an index with no match reported searched={out.searched}, but the "
+            f"index holds {len(ps)} passage(s)"
+        )
+
+
+@_check(
+    "search.hits",
+    "Hits: ranks 1..n, at most top_k, finite ordered scores on the declared "
+    "scale, each passage exactly as added with a content-addressed id",
+)
+def _hits(s: Subject) -> None:
+    index, ps = _filled(s, "hits")
+    added = _by_id(ps)
+    fox = ps[0]
+    out = _search(s, index, "fox", "search for 'fox'")
+    ids = _check_hits(s, out, 10, added, "search for 'fox'", count=len(ps))
+    if fox.id not in ids:
+        fail("search for 'fox' did not return the one passage about foxes")
+    many = "fox glaciers violin chess honeybees danube"
+    for k in (1, 3, 50):
+        out = _search(s, index, many, f"search for {many!r} with top_k={k}", top_k=k)
+        _check_hits(s, out, k, added, f"search with top_k={k}", count=len(ps))
+        if k == 1 and len(out.hits) != 1:
+            fail(f"search with top_k=1 returned {len(out.hits)} hits")
+    out = _search(s, index, fox.text, "search for a passage's exact text")
+    ids = _check_hits(s, out, 10, added, "search for a passage's exact text", count=len(ps))
+    if fox.id not in ids:
+        fail("search for a passage's exact text did not return that passage")
+
+
+@_check("add.indexed", "Adding passages reports each one added, by id")
+def _indexed(s: Subject) -> None:
+    index = s.index("indexed")
+    ps = corpus()
+    out: Indexed = _add(s, index, ps, "add of new passages")
+    want = {p.id for p in ps}
+    if out.added != len(ps) or out.known != 0:
+        fail(f"add of {len(ps)} new passages reported added={out.added}, known={out.known}")
+    if set(out.added_ids) != want or len(out.added_ids) != len(ps):
+        fail("add of new passages did not list exactly their ids in added_ids")
+    if out.known_ids:
+        fail("add of new passages listed known_ids")
+    dup = kit_passage("A passage sent twice in the same batch.", 99, tag="dup")
+    out = _add(s, index, [dup, dup], "add of a batch holding one passage twice")
+    if out.added != 1 or out.known != 1:
+        fail(
+            f"add of one passage sent twice reported added={out.added}, known={out.known} "
+            "(expected 1 added, 1 known)"
+        )
+    count = _count(s, index, "status after adding")
+    if count != len(ps) + 1:
+        fail(f"after adding {len(ps) + 1} distinct passages, status reports {count}")
+
+
+@_check("add.idempotent", "Adding the same passages again reports them known and changes nothing")
+def _idempotent(s: Subject) -> None:
+    index, ps = _filled(s, "idem")
+    before = _snapshot(s, index, _QUERIES, "before adding again")
+    out: Indexed = _add(s, index, ps, "adding the same passages again")
+    if out.added != 0 or out.known != len(ps):
+        fail(
+            f"adding the same {len(ps)} passages again reported added={out.added}, "
+            f"known={out.known} (expected 0 added, {len(ps)} known)"
+        )
+    if set(out.known_ids) != {p.id for p in ps} or len(out.known_ids) != len(ps):
+        fail("adding the same passages again did not list exactly their ids in known_ids")
+    _compare(
+        before,
+        _snapshot(s, index, _QUERIES, "after adding again"),
+        "adding the same passages again changed the index",
+    )
+    new = kit_passage("Kingfishers dive for small fish in clear streams.", 50)
+    out = _add(s, index, [ps[0], new], "add of one known and one new passage")
+    if out.added != 1 or out.known != 1 or out.added_ids != [new.id] or out.known_ids != [ps[0].id]:
+        fail(
+            f"add of one known and one new passage reported added={out.added} "
+            f"{out.added_ids}, known={out.known} {out.known_ids}"
+        )
+
+
+@_check(
+    "remove.reports",
+    "Removing ids removes them and reports the ids that were not there",
+    claim="deletion",
+)
+def _removes(s: Subject) -> None:
+    index, ps = _filled(s, "remove")
+    ghost = passage_id("never added", "kit://ghost", 0, 11)
+    ids = [ps[0].id, ps[1].id, ghost, ps[0].id]
+    out: Removed = _remove(s, index, ids, "remove of two stored ids and one unknown id")
+    if out.removed != 2 or set(out.removed_ids) != {ps[0].id, ps[1].id}:
+        fail(
+            f"remove of two stored ids reported removed={out.removed} "
+            f"(ids {[i[:8] for i in out.removed_ids]})"
+        )
+    if out.missing_ids != [ghost]:
+        fail(
+            f"remove did not report the unknown id as missing (missing_ids="
+            f"{[i[:8] for i in out.missing_ids]})"
+        )
+    count = _count(s, index, "status after removing")
+    if count != len(ps) - 2:
+        fail(f"after removing 2 of {len(ps)} passages, status reports {count}")
+    out = _remove(s, index, [ps[0].id], "remove of an id already removed")
+    if out.removed != 0 or out.missing_ids != [ps[0].id]:
+        fail(
+            f"remove of an id already removed reported removed={out.removed}, "
+            f"missing={len(out.missing_ids)}"
+        )
+    out = _remove(s, s.index("never"), [ghost], "remove from an index never written")
+    if out.removed != 0 or out.missing_ids != [ghost]:
+        fail("remove from an index never written did not report the id as missing")
+
+
+@_check("remove.never_returned", "A removed passage is never returned again", claim="deletion")
+def _gone(s: Subject) -> None:
+    victim = kit_passage("The quokkaremoval fox is a passage that will be removed.", 60)
+    index, ps = _filled(s, "gone", [victim])
+    _remove(s, index, [victim.id], "remove of a stored passage")
+    added = _by_id(ps)
+    for q in ("quokkaremoval", "fox", victim.text):
+        out = _search(
+            s,
+            index,
+            q,
+            f"search for {_short(q)!r} after removing its passage",
+            ("SEARCHED", "NO_MATCH"),
+            top_k=50,
+        )
+        if isinstance(out, Searched):
+            ids = _check_hits(s, out, 50, added, f"search for {_short(q)!r} after removal")
+            if victim.id in ids:
+                fail(f"search for {_short(q)!r} returned a passage that was removed")
+    count = _count(s, index, "status after removing")
+    if count != len(ps) - 1:
+        fail(f"after removing 1 of {len(ps)} passages, status reports {count}")
+    out = _add(s, index, [victim], "adding a removed passage again")
+    if out.added != 1:
+        fail("adding a removed passage again reported it as already known: it was not removed")
+
+
+@_check(
+    "filters.equality", "Metadata equality filters return only passages that match", claim="filters"
+)
+def _filters(s: Subject) -> None:
+    index, ps = _filled(s, "filters")
+    added = _by_id(ps)
+    query = "fox renard mammals omnivorous honeybees glaciers volcanoes sourdough chess"
+    cases: list[dict[str, str | int | float | bool]] = [
+        {"topic": "animals"},
+        {"lang": "fr"},
+        {"year": 2001},
+        {"reviewed": True},
+        {"weight": 0.5},
+        {"topic": "animals", "lang": "en"},
+    ]
+    for flt in cases:
+        what = f"search with filters={flt}"
+        out = _search(s, index, query, what, ("SEARCHED",), top_k=50, filters=flt)
+        ids = _check_hits(s, out, 50, added, what)
+        for pid in ids:
+            meta = added[pid].metadata
+            if any(meta.get(k) != v or type(meta.get(k)) is not type(v) for k, v in flt.items()):
+                fail(f"{what} returned a passage whose metadata is {meta}")
+        if flt == {"lang": "fr"} and ids != [ps[8].id]:
+            fail(f"{what} did not return the one French passage")
+    _search(
+        s,
+        index,
+        query,
+        "search with a filter no passage matches",
+        ("NO_MATCH",),
+        filters={"topic": "astronomy"},
+    )
+
+
+@_check("budget.refused", "A write over max_bytes is refused with both numbers and changes nothing")
+def _budget_refused(s: Subject) -> None:
+    index, _ = _filled(s, "budget")
+    before = _snapshot(s, index, _QUERIES, "before a refused write")
+    more = [
+        kit_passage(f"Budget passage number {i} about kestrels and fox.", 100 + i) for i in range(5)
+    ]
+    out: OverBudget = _add(s, index, more, "add with max_bytes=1", ("OVER_BUDGET",), max_bytes=1)
+    if out.max_bytes != 1:
+        fail(f"add with max_bytes=1 was refused, but reported max_bytes={out.max_bytes}")
+    if not out.needed_bytes > out.max_bytes:
+        fail(
+            f"add with max_bytes=1 was refused without the size it needed "
+            f"(needed_bytes={out.needed_bytes}, check={out.check})"
+        )
+    _compare(
+        before,
+        _snapshot(s, index, _QUERIES, "after a refused write"),
+        "a write refused as over budget changed the index",
+    )
+    out2: Indexed = _add(s, index, more, "add without a budget after a refused write")
+    if out2.added != len(more):
+        fail(
+            f"after a refused write, adding the same passages reported added={out2.added} "
+            f"of {len(more)}: part of the refused write was kept"
+        )
+
+
+_BUDGETS = (64 * 1024, 256 * 1024, 1024 * 1024, 4 * 1024 * 1024)
+
+
+@_check("budget.cannot_raise", "The first write's budget holds: a later call cannot raise it")
+def _budget_held(s: Subject) -> None:
+    first = corpus()[:3]
+    index, budget = "", 0
+    for mb in _BUDGETS:
+        index = s.index("held")
+        out = _add(
+            s,
+            index,
+            first,
+            f"first add of 3 small passages with max_bytes={mb}",
+            ("INDEXED", "OVER_BUDGET"),
+            max_bytes=mb,
+        )
+        if isinstance(out, Indexed):
+            budget = mb
+            break
+    if not budget:
+        fail(f"3 small passages did not fit a new index even with max_bytes={_BUDGETS[-1]}")
+    st: IndexStatus = _status(s, index, "status of an index with a budget")
+    if st.max_bytes is not None and st.max_bytes != budget:
+        fail(f"the first write set max_bytes={budget}, but status reports {st.max_bytes}")
+    queries = ["fox", "photosynthesis", "danube"]  # what its three passages are about
+    before = _snapshot(s, index, queries, "before writes over the budget")
+    words = "kestrel harrier osprey merlin hobby buzzard kite goshawk "
+    chunk = max(1, min(MAX_PASSAGE_CHARS // 2, budget // 16))
+    n = 2 * budget // chunk + 1
+    big = [
+        kit_passage((f"bulk{i} " + words * (chunk // len(words) + 1))[:chunk], 200 + i)
+        for i in range(n)
+    ]
+    for asked in (budget * 1000, None):
+        what = (
+            f"add of {n * chunk} bytes of text with max_bytes={asked} to an index whose "
+            f"first write set max_bytes={budget}"
+        )
+        out = _add(s, index, big, what, ("OVER_BUDGET",), max_bytes=asked)
+        if out.max_bytes > budget:
+            fail(f"{what} was refused, but against a raised budget of {out.max_bytes}")
+    _compare(
+        before,
+        _snapshot(s, index, queries, "after refused writes"),
+        "writes refused as over budget changed the index",
+    )
+
+
+@_check(
+    "integrity.tamper",
+    "A stored passage altered behind the backend's back is not served (INDEX_FAILED)",
+    needs=("tamper",),
+)
+def _tamper(s: Subject) -> None:
+    canary = kit_passage("The lighthouse keeper's canary sings tamperword at dawn.", 70)
+    index, ps = _filled(s, "tamper", [canary])
+    added = _by_id(ps)
+    hook = s.tamper_hook()
+    assert hook is not None
+    altered = "The lighthouse keeper's canary sings tamperword at dusk, altered."
+    try:
+        hook(index, canary.id, altered)
+    except Exception as exc:
+        fail(f"the tamper hook raised {_describe(exc)}")
+    what = "search for a passage altered after it was added"
+    out = _search(
+        s, index, "tamperword canary", what, ("INDEX_FAILED", "SEARCHED", "NO_MATCH"), top_k=50
+    )
+    if isinstance(out, Searched):
+        for hit in out.hits:
+            if hit.passage.text == altered or hit.passage.id not in added:
+                fail(
+                    f"{what} served the altered text ({_short(hit.passage.text)!r}) instead "
+                    "of answering INDEX_FAILED"
+                )
+            _same_passage(hit.passage, added, what)
+        fail(
+            f"{what} answered SEARCHED without the altered passage (silently dropped) instead "
+            "of INDEX_FAILED"
+        )
+    if isinstance(out, NoMatch):
+        fail(
+            f"{what} answered NO_MATCH (the altered passage silently dropped) instead of "
+            "INDEX_FAILED"
+        )
+
+
+def _tiny(s: Subject, op: str, what: str, index: str, call: Callable[[], Any]) -> None:
+    tiny = s.settings.tiny_deadline_s
+    out = _op(op, what, ALLOWED_CODES[op], index, call)
+    if out.code == "INDEX_TIMEOUT":
+        if not math.isclose(out.deadline_s, tiny, rel_tol=1e-6, abs_tol=1e-12):
+            fail(f"{what} timed out but reported deadline_s={out.deadline_s}, not {tiny}")
+        return
+    if out.code in ("NO_MATCH", "INDEX_EMPTY"):
+        fail(
+            f"{what} returned {out.code}: a deadline that could not be met was reported as "
+            "no evidence instead of INDEX_TIMEOUT"
+        )
+    fail(f"{what} returned {_show(out)} instead of INDEX_TIMEOUT: the deadline was ignored")
+
+
+ALLOWED_CODES: dict[str, tuple[str, ...]] = {
+    op: tuple(str(t.model_fields["code"].default) for t in types) for op, types in ALLOWED.items()
+}
+
+
+@_check(
+    "deadline.search",
+    "A search whose deadline cannot be met answers INDEX_TIMEOUT, never "
+    "NO_MATCH, and the backend works afterwards",
+)
+def _deadline_search(s: Subject) -> None:
+    index, ps = _filled(s, "dlsearch")
+    tiny = s.settings.tiny_deadline_s
+    for q in (NO_MATCH_QUERY, "fox", "fox glaciers violin chess"):
+        _tiny(
+            s,
+            "search",
+            f"search for {q!r} with deadline_s={tiny}",
+            index,
+            partial(s.guard.search, index, q, top_k=10, deadline_s=tiny),
+        )
+    out = _search(s, index, "fox", "search with a normal deadline after timeouts")
+    _check_hits(s, out, 10, _by_id(ps), "search after timeouts", count=len(ps))
+
+
+@_check(
+    "deadline.write",
+    "add, remove and status whose deadline cannot be met answer "
+    "INDEX_TIMEOUT, and the backend works afterwards",
+)
+def _deadline_write(s: Subject) -> None:
+    index, ps = _filled(s, "dlwrite")
+    tiny = s.settings.tiny_deadline_s
+    late = [kit_passage("A passage written with no time to write it: ptarmigan.", 80)]
+    _tiny(
+        s,
+        "add",
+        f"add with deadline_s={tiny}",
+        index,
+        lambda: s.guard.add(index, late, deadline_s=tiny),
+    )
+    if s.claims("deletion"):
+        ghost = passage_id("never added", "kit://ghost", 0, 11)
+        _tiny(
+            s,
+            "remove",
+            f"remove with deadline_s={tiny}",
+            index,
+            lambda: s.guard.remove(index, [ghost], deadline_s=tiny),
+        )
+    _tiny(
+        s,
+        "status",
+        f"status with deadline_s={tiny}",
+        index,
+        lambda: s.guard.status(index, deadline_s=tiny),
+    )
+    # Whether the timed-out add was applied is unknown to its caller; adding again settles it.
+    out: Indexed = _add(s, index, ps + late, "adding again after timeouts")
+    if out.added + out.known != len(ps) + 1 or out.known < len(ps):
+        fail(
+            f"adding again after timeouts reported added={out.added}, known={out.known}: "
+            "passages were lost"
+        )
+    count = _count(s, index, "status after timeouts")
+    if count != len(ps) + 1:
+        fail(f"after timeouts the index holds {count} passages, expected {len(ps) + 1}")
+
+
+@_check(
+    "availability.outage",
+    "When unavailable, readiness says why and every op answers "
+    "INDEX_UNAVAILABLE; when back, the same instance recovers",
+    outage_or_claim=True,
+)
+def _outage(s: Subject) -> None:
+    hooks = s.outage_hooks()
+    assert hooks is not None
+    down, up = hooks
+    index, ps = _filled(s, "outage")
+    before = _snapshot(s, index, _QUERIES, "before the outage")
+    try:
+        down()
+    except Exception as exc:
+        fail(f"make_unavailable() raised {_describe(exc)}")
+    try:
+        try:
+            raw = s.guard.backend.readiness()
+        except Exception as exc:
+            fail(f"readiness() raised {_describe(exc)} while unavailable instead of saying why")
+        if not isinstance(raw, Readiness):
+            fail(f"readiness() returned {type(raw).__name__} while unavailable")
+        if raw.ready:
+            fail("readiness() reported ready while the backend was unavailable")
+        if not (raw.reason or "").strip():
+            fail("readiness() reported not ready without a reason")
+        other = kit_passage("Written during an outage: puffins nest on cliffs.", 90)
+        calls: list[tuple[str, str, Callable[[], Any]]] = [
+            (
+                "search",
+                "search while unavailable",
+                lambda: s.guard.search(index, "fox", deadline_s=s.settings.op_deadline_s),
+            ),
+            (
+                "add",
+                "add while unavailable",
+                lambda: s.guard.add(index, [other], deadline_s=s.settings.op_deadline_s),
+            ),
+            (
+                "status",
+                "status while unavailable",
+                lambda: s.guard.status(index, deadline_s=s.settings.op_deadline_s),
+            ),
+        ]
+        if s.claims("deletion"):
+            calls.append(
+                (
+                    "remove",
+                    "remove while unavailable",
+                    lambda: s.guard.remove(index, [ps[0].id], deadline_s=s.settings.op_deadline_s),
+                )
+            )
+        for op, what, call in calls:
+            out = _op(op, what, ("INDEX_UNAVAILABLE",), index, call)
+            if not out.reason.strip():
+                fail(f"{what} answered INDEX_UNAVAILABLE without a reason")
+    finally:
+        try:
+            up()
+        except Exception as exc:
+            fail(f"restore() raised {_describe(exc)}")
+    until = time.monotonic() + s.settings.recovery_timeout_s
+    while not s.guard.readiness().ready:
+        if time.monotonic() > until:
+            fail(
+                f"the backend was not ready {s.settings.recovery_timeout_s:g}s after restore(): "
+                f"{s.guard.readiness().reason}"
+            )
+        time.sleep(0.05)
+    _compare(
+        before,
+        _snapshot(s, index, _QUERIES, "after the outage"),
+        "the index is not as it was before the outage",
+    )
+    again: Indexed = _add(s, index, ps, "add after the outage")
+    if again.known != len(ps):
+        fail(f"after the outage, {len(ps) - again.known} stored passage(s) were not known")
+
+
+@_check(
+    "persistence.reopen",
+    "Everything survives closing the backend and opening it again",
+    claim="persistence",
+    needs=("reopen",),
+)
+def _persist(s: Subject) -> None:
+    index = s.index("persist")
+    ps = corpus()
+    budget = 64 * 1024 * 1024
+    _add(s, index, ps, f"add with max_bytes={budget}", max_bytes=budget)
+    deleted: Passage | None = None
+    if s.claims("deletion"):
+        deleted = ps[3]  # not what any snapshot query looks for
+        _remove(s, index, [deleted.id], "remove before reopening")
+    kept = [p for p in ps if p is not deleted]
+    before = _snapshot(s, index, _QUERIES, "before reopening")
+    st_before: IndexStatus = _status(s, index, "status before reopening")
+    try:
+        s.do_reopen()
+    except Exception as exc:
+        fail(f"reopening the backend raised {_describe(exc)}")
+    _compare(
+        before,
+        _snapshot(s, index, _QUERIES, "after reopening"),
+        "closing and reopening changed the index",
+    )
+    st: IndexStatus = _status(s, index, "status after reopening")
+    if st_before.max_bytes is not None and st.max_bytes != st_before.max_bytes:
+        fail(f"the budget was {st_before.max_bytes} before reopening and {st.max_bytes} after")
+    out = _search(s, index, "fox glaciers violin", "search after reopening", top_k=50)
+    _check_hits(s, out, 50, _by_id(kept), "search after reopening", count=len(kept))
+    again: Indexed = _add(s, index, kept, "adding the same passages after reopening")
+    if again.added != 0:
+        fail(f"after reopening, {again.added} stored passage(s) were not recognised as known")
+
+
+_BAD_NAMES = [
+    "../escape",
+    "..",
+    ".",
+    "a/b",
+    "/etc/passwd",
+    "a\\b",
+    "C:\\index",
+    "name\x00nul",
+    "a" * (MAX_NAME_LENGTH + 1),
+    "",
+    "Upper",
+    "with space",
+    "index.sqlite",
+    "-leading-dash",
+    "\u0430bc",  # a Cyrillic 'a'
+    "emoji🦜",
+]
+
+
+@_check(
+    "hostile.index_names",
+    "Index names that are paths, contain '..', '/', NUL or are too "
+    "long are refused with InvalidIndexName by every op",
+)
+def _names(s: Subject) -> None:
+    p = corpus()[:1]
+    d = s.settings.op_deadline_s
+    for name in _BAD_NAMES:
+        shown = repr(_short(name))
+        _refused(
+            f"add to index {shown}", partial(s.guard.add, name, p, deadline_s=d), InvalidIndexName
+        )
+        _refused(
+            f"search of index {shown}",
+            partial(s.guard.search, name, "fox", deadline_s=d),
+            InvalidIndexName,
+        )
+        _refused(
+            f"remove from index {shown}",
+            partial(s.guard.remove, name, [p[0].id], deadline_s=d),
+            InvalidIndexName,
+        )
+        _refused(
+            f"status of index {shown}",
+            partial(s.guard.status, name, deadline_s=d),
+            InvalidIndexName,
+        )
+    for good in ("z" * (MAX_NAME_LENGTH - 11) + uuid.uuid4().hex[:11], f"0-_{uuid.uuid4().hex}"):
+        _add(s, good, p, f"add to the valid index name {good!r}")
+        _search(s, good, "fox", f"search of the valid index name {good!r}")
+
+
+def _hostile_queries() -> list[str]:
+    words = " ".join(f"w{i}" for i in range(9_999)) + " fox"
+    return [
+        '"',
+        '""',
+        "'",
+        "NEAR(",
+        "NEAR(fox violin, 2)",
+        "*",
+        "fox*",
+        "^fox",
+        ":",
+        "text:fox",
+        "AND OR NOT",
+        "fox AND",
+        "NOT",
+        "(",
+        ")",
+        "()",
+        "(fox OR",
+        '"unterminated fox',
+        "it's the fox's den",
+        "'; DROP TABLE passages; --",
+        "fox\\",
+        "%",
+        "_",
+        "{}[]",
+        "🦜🔥",
+        "🦊 fox",
+        "مرحبا بالعالم",
+        "שלום עולם",
+        "\u202efox\u202c",
+        "fo\u0301x",
+        "\u200b",
+        "\ufeff",
+        "𝔣𝔬𝔵",
+        "a" * 5_000,
+        words,
+        "",
+        "   ",
+        "\t\n",
+        "fox\x00",
+        "x" * (MAX_QUERY_CHARS + 1),
+    ]
+
+
+@_check(
+    "hostile.queries",
+    "Queries of search syntax, quotes, emoji, right-to-left text, 10,000 "
+    "words or nothing get a typed answer and corrupt nothing",
+)
+def _queries(s: Subject) -> None:
+    index, ps = _filled(s, "queries")
+    added = _by_id(ps)
+    before = _snapshot(s, index, _QUERIES, "before hostile queries")
+    for q in _hostile_queries():
+        what = f"search for {_short(q)!r}" + (f" ({len(q.split())} words)" if len(q) > 40 else "")
+        try:
+            out = s.guard.search(index, q, top_k=10, deadline_s=s.settings.op_deadline_s)
+        except InvalidRequest:
+            continue
+        except Exception as exc:
+            fail(f"{what} raised {_describe(exc)} instead of a typed answer")
+        out = _expect(out, "search", ("SEARCHED", "NO_MATCH"), what, index)
+        if isinstance(out, Searched):
+            _check_hits(s, out, 10, added, what, count=len(ps))
+    _compare(
+        before,
+        _snapshot(s, index, _QUERIES, "after hostile queries"),
+        "hostile queries changed the index",
+    )
+
+
+@_check("hostile.top_k", "top_k of 0, negative, huge or not an integer gets a typed answer")
+def _top_k(s: Subject) -> None:
+    index, ps = _filled(s, "topk")
+    added = _by_id(ps)
+    bad: list[Any] = [0, -1, -(10**9), MAX_TOP_K + 1, 10**9, 10**30, True, 2.5, "5", None]
+    for k in bad:
+        what = f"search with top_k={k!r}"
+        try:
+            out = s.guard.search(index, "fox", top_k=k, deadline_s=s.settings.op_deadline_s)
+        except InvalidRequest:
+            continue
+        except Exception as exc:
+            fail(f"{what} raised {_describe(exc)} instead of a typed answer")
+        out = _expect(out, "search", ("SEARCHED", "NO_MATCH"), what, index)
+        if isinstance(out, Searched):
+            limit = k if isinstance(k, int) and not isinstance(k, bool) else 0
+            _check_hits(s, out, limit, added, what, count=len(ps))
+    out = _search(s, index, "fox glaciers", f"search with top_k={MAX_TOP_K}", top_k=MAX_TOP_K)
+    _check_hits(s, out, MAX_TOP_K, added, f"search with top_k={MAX_TOP_K}", count=len(ps))
+
+
+def _odd_passages(huge_chars: int) -> list[Passage]:
+    """Passages built to trip storage: every one carries a marker word to find it by."""
+    head = "hugemarker "
+    body = "lorem ipsum dolor sit amet " * (huge_chars // 27 + 1)
+    texts: list[tuple[str, dict[str, str | int | float | bool]],] = [
+        ((head + body)[:huge_chars], {}),
+        ("oddmarkera cafe\u0301 nai\u0308ve re\u0301sume\u0301 (combining marks)", {}),
+        ("oddmarkerb café naïve résumé (precomposed)", {}),
+        ("oddmarkerc zero\u200bwidth\u200cnon\u200djoiner\u2060word \ufeffbom", {}),
+        ("oddmarkerd astral 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 🦜🔥 𠜎𠜱 👩\u200d👩\u200d👧", {"emoji🦜": "🔥"}),
+        ("oddmarkere right-to-left \u200fمرحبا بالعالم\u200f and שלום עולם", {"dir": "rtl"}),
+        ('oddmarkerf syntax "NEAR(x, y)" AND * ^ : (a OR b) NOT c \'; DROP TABLE x; --', {}),
+        ("oddmarkerg\ttabs\nnewlines\r\ncarriage\x0bvertical\x1funit-separator", {}),
+        (
+            "oddmarkerh metadata of every kind",
+            {
+                "ключ": "значение",
+                'quote"key': "it's",
+                "int": -(2**53),
+                "float": 1.5e300,
+                "tiny": 5e-324,
+                "false": False,
+                "empty": "",
+                "unicode": "naïve 🦜",
+            },
+        ),
+        ("oddmarkeri many metadata keys", {f"k{i}": i for i in range(50)}),
+    ]
+    out = [kit_passage(t, 300 + i, tag="odd", metadata=m) for i, (t, m) in enumerate(texts)]
+    long_uri = "kit://odd/" + "ü/" * 1_000 + "file name?x=1&y=é#frag"
+    out.append(kit_passage("oddmarkerj a passage from a very long uri", 399, uri=long_uri))
+    return out
+
+
+@_check(
+    "hostile.passages",
+    "Passages with huge text or odd Unicode are stored and returned exactly as added",
+)
+def _odd(s: Subject) -> None:
+    index = s.index("odd")
+    ps = _odd_passages(s.settings.huge_passage_chars)
+    added = _by_id(ps)
+    out: Indexed = _add(s, index, ps, "add of passages with huge text and odd Unicode")
+    if out.added != len(ps):
+        fail(f"add of {len(ps)} odd passages reported added={out.added}")
+    for p in ps:
+        marker = p.text.split()[0]
+        what = f"search for the passage marked {marker!r}"
+        # The marker finds it in a lexical index; the words of its opening text find it in a
+        # dense one (which may embed only the start of a huge passage).  Lower-case words
+        # only (no AND, NEAR...): this check is about storage; hostile.queries is about syntax.
+        words = " ".join(re.findall(r"\w+", p.text[:300])).lower()
+        found = _search(s, index, f"{marker} {words}", what, top_k=5)
+        ids = _check_hits(s, found, 5, added, what, count=len(ps))
+        if p.id not in ids:
+            fail(f"{what} did not return it")
+    again: Indexed = _add(s, index, ps, "adding the odd passages again")
+    if again.known != len(ps):
+        fail(
+            f"adding the odd passages again reported known={again.known} of {len(ps)}: their "
+            "ids did not survive storage"
+        )
+
+
+def _concurrent_batches(writers: int, st: KitSettings, tag: str) -> list[list[list[Passage]]]:
+    """Each writer's batches: passages of its own plus two shared by several writers, so that
+    the same passage is added concurrently and must still be stored (and counted) once."""
+    shared = [
+        kit_passage(
+            f"concur shared passage {i} that several writers add", 500 + i, tag=f"{tag}-shared"
+        )
+        for i in range(writers + st.batches_per_thread)
+    ]
+    return [
+        [
+            [
+                *(
+                    kit_passage(f"concur writer {w} passage {j} ctok{w}x{j}", j, tag=f"{tag}-{w}")
+                    for j in range(b * st.batch_size, (b + 1) * st.batch_size)
+                ),
+                shared[w + b],
+                shared[(w + b + 1) % len(shared)],
+            ]
+            for b in range(st.batches_per_thread)
+        ]
+        for w in range(writers)
+    ]
+
+
+def _distinct(batches: list[list[list[Passage]]]) -> list[Passage]:
+    return list(_by_id([p for writer in batches for batch in writer for p in batch]).values())
+
+
+def _verify_concurrent(
+    s: Subject, index: str, expected: list[Passage], added_total: int, what: str
+) -> None:
+    want = _by_id(expected)
+    count = _count(s, index, f"status after {what}")
+    if count != len(want):
+        fail(
+            f"after {what}, status reports {count} passages for {len(want)} distinct ones "
+            f"({'lost' if count < len(want) else 'duplicated'})"
+        )
+    out = _search(s, index, "concur", f"search after {what}", top_k=min(MAX_TOP_K, len(want)))
+    ids = _check_hits(s, out, len(want), want, f"search after {what}", count=len(want))
+    if set(ids) != set(want):
+        fail(
+            f"after {what}, search returns {len(set(ids))} of {len(want)} passages: "
+            f"{len(set(want) - set(ids))} lost"
+        )
+    if added_total != len(want):
+        fail(
+            f"{what} reported {added_total} passages added for {len(want)} distinct ones: "
+            "some were counted as added twice"
+            if added_total > len(want)
+            else f"{what} reported only {added_total} of {len(want)} passages as added"
+        )
+
+
+@_check(
+    "concurrency.threads",
+    "Several threads adding and searching at once lose no passage and duplicate none",
+    claim="concurrent_writers",
+)
+def _threads(s: Subject) -> None:
+    st = s.settings
+    index = s.index("threads")
+    batches = _concurrent_batches(st.threads, st, "t")
+    barrier = threading.Barrier(st.threads)
+    problems = _Problems()
+    added: list[int] = []
+
+    def writer(w: int) -> None:
+        barrier.wait()
+        for b, chunk in enumerate(batches[w]):
+            try:
+                out = s.guard.add(index, chunk, deadline_s=st.op_deadline_s)
+            except Exception as exc:
+                problems.add(f"thread {w} add raised {_describe(exc)}")
+                return
+            if not isinstance(out, Indexed):
+                problems.add(f"concurrent add (thread {w}, batch {b}) returned {_show(out)}")
+                return
+            added.append(out.added)  # list.append is atomic
+
+    with _Readers(s, index, problems), ThreadPoolExecutor(max_workers=st.threads) as pool:
+        for f in [pool.submit(writer, w) for w in range(st.threads)]:
+            f.result()
+    problems.raise_first()
+    expected = _distinct(batches)
+    _verify_concurrent(s, index, expected, sum(added), f"{st.threads} threads added at once")
+
+
+class _Problems:
+    """What went wrong in other threads, reported as the check's failure afterwards."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.items: list[str] = []
+
+    def add(self, msg: str) -> None:
+        with self._lock:
+            self.items.append(msg)
+
+    def raise_first(self) -> None:
+        if self.items:
+            more = len(self.items) - 1
+            fail(self.items[0] + (f" (and {more} more problem(s))" if more else ""))
+
+
+class _Readers:
+    """Threads that keep searching an index while writers work on it: every answer must be
+    typed, and no answer may hold a passage twice."""
+
+    def __init__(self, s: Subject, index: str, problems: _Problems, n: int = 2) -> None:
+        self.s, self.index, self.problems = s, index, problems
+        self.done = threading.Event()
+        self.threads = [threading.Thread(target=self._read, daemon=True) for _ in range(n)]
+
+    def __enter__(self) -> _Readers:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        for t in self.threads:
+            t.join()
+
+    def _read(self) -> None:
+        s = self.s
+        while not self.done.is_set():
+            try:
+                out = s.guard.search(
+                    self.index, "concur", top_k=100, deadline_s=s.settings.op_deadline_s
+                )
+            except Exception as exc:
+                self.problems.add(f"concurrent search raised {_describe(exc)}")
+                return
+            if not isinstance(out, (Searched, NoMatch, IndexEmpty)):
+                self.problems.add(f"concurrent search returned {_show(out)}")
+                return
+            if isinstance(out, Searched):
+                ids = [h.passage.id for h in out.hits]
+                if len(set(ids)) != len(ids):
+                    self.problems.add("a concurrent search returned the same passage twice")
+                    return
+            time.sleep(0.002)
+
+
+def _run_writers(jobs: list[Any], timeout_s: float) -> list[list[Any]]:
+    """Start one writer process per job, let them all go at once, collect their results."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for job in jobs:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "indexplug.testing._writer"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+            )
+            procs.append(proc)
+            assert proc.stdin is not None
+            proc.stdin.write(pickle.dumps(job))
+            proc.stdin.flush()
+        until = time.monotonic() + timeout_s
+        for w, proc in enumerate(procs):
+            assert proc.stdout is not None
+            line = proc.stdout.readline().decode("utf-8", "replace").strip()
+            if line != "ready":
+                why = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
+                detail = line or (why.strip().splitlines() or ["no output"])[-1]
+                if line.startswith("{"):
+                    detail = json.loads(line).get("error", line)
+                fail(f"writer process {w} could not open the backend: {detail}")
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write(b"go\n")
+            proc.stdin.flush()
+        results = []
+        for w, proc in enumerate(procs):
+            try:
+                out, err = proc.communicate(timeout=max(0.1, until - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                fail(f"the writer processes did not finish within {timeout_s:g}s")
+            text = out.decode("utf-8", "replace").strip()
+            if proc.returncode != 0 or not text:
+                last = (err.decode("utf-8", "replace").strip().splitlines() or ["no output"])[-1]
+                fail(f"writer process {w} exited with status {proc.returncode}: {last}")
+            results.append(json.loads(text.splitlines()[-1]))
+        return results
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+@_check(
+    "concurrency.processes",
+    "Several processes adding at once lose no passage and duplicate none",
+    claim="multiprocess_writers",
+    needs=("factory",),
+)
+def _processes(s: Subject) -> None:
+    st = s.settings
+    factory = s.factory
+    assert factory is not None
+    try:
+        pickle.dumps(factory)
+    except Exception as exc:
+        fail(f"backend_factory cannot be sent to another process: {_describe(exc)}")
+    index = s.index("procs")
+    # Create the index first from this process, then race the children on it.
+    first = kit_passage("concur seed passage written before the processes start", 999)
+    _add(s, index, [first], "add before starting the writer processes")
+    batches = _concurrent_batches(st.processes, st, "p")
+    jobs = [
+        (factory, index, [[p.model_dump_json() for p in chunk] for chunk in mine], st.op_deadline_s)
+        for mine in batches
+    ]
+    problems = _Problems()
+    with _Readers(s, index, problems):
+        results = _run_writers(jobs, st.process_timeout_s)
+    problems.raise_first()
+    total = 1
+    for w, res in enumerate(results):
+        for b, (code, n, shown) in enumerate(res):
+            if code != "INDEXED":
+                fail(f"concurrent add (process {w}, batch {b}) returned {shown}")
+            total += n
+    expected = [first, *_distinct(batches)]
+    _verify_concurrent(s, index, expected, total, f"{st.processes} processes added at once")
+
+
+_VOCAB = (
+    "river",
+    "stone",
+    "cloud",
+    "amber",
+    "orbit",
+    "meadow",
+    "lantern",
+    "copper",
+    "harbor",
+    "thistle",
+    "falcon",
+    "glacier",
+    "ember",
+    "prairie",
+    "quartz",
+    "willow",
+    "canyon",
+    "beacon",
+    "marble",
+    "cedar",
+    "tundra",
+    "lagoon",
+    "summit",
+    "pepper",
+    "walnut",
+    "comet",
+    "velvet",
+    "anchor",
+    "basalt",
+    "coral",
+    "dune",
+    "fjord",
+    "grove",
+    "heron",
+    "iris",
+    "juniper",
+    "kelp",
+    "lichen",
+    "mango",
+    "nectar",
+    "oasis",
+    "pebble",
+    "quill",
+    "reed",
+    "saffron",
+    "tide",
+    "umber",
+    "vine",
+    "wren",
+    "yarrow",
+    "zephyr",
+    "acorn",
+    "birch",
+    "cobalt",
+)
+
+
+@_check(
+    "scale.smoke",
+    "A few thousand passages added in batches are counted and found within generous time bounds",
+)
+def _scale(s: Subject) -> None:
+    st = s.settings
+    rng = random.Random(20240102)
+    index = s.index("scale")
+    ps = [
+        kit_passage(
+            " ".join(rng.choice(_VOCAB) for _ in range(24)) + f" scaletok{i}", i, tag="scale"
+        )
+        for i in range(st.scale_passages)
+    ]
+    started = time.perf_counter()
+    total = 0
+    for i in range(0, len(ps), st.scale_batch):
+        out: Indexed = _add(
+            s,
+            index,
+            ps[i : i + st.scale_batch],
+            f"add of batch {i // st.scale_batch + 1} of the scale check",
+        )
+        total += out.added
+    took = time.perf_counter() - started
+    if took > st.scale_add_s:
+        fail(f"adding {len(ps)} passages took {took:.1f}s, over the bound of {st.scale_add_s:g}s")
+    if total != len(ps):
+        fail(f"adding {len(ps)} distinct passages reported {total} added")
+    count = _count(s, index, "status after the scale ingest")
+    if count != len(ps):
+        fail(f"after adding {len(ps)} passages, status reports {count}")
+    added = _by_id(ps)
+    for p in rng.sample(ps, 10):
+        what = "search for a passage's exact text in the scale index"
+        t0 = time.perf_counter()
+        out2 = _search(s, index, p.text, what)
+        took = time.perf_counter() - t0
+        if took > st.scale_search_s:
+            fail(f"{what} took {took:.1f}s, over the bound of {st.scale_search_s:g}s")
+        ids = _check_hits(s, out2, 10, added, what, count=len(ps))
+        if p.id not in ids:
+            fail(f"{what} did not return that passage in the top 10")

@@ -1,0 +1,30 @@
+"""sqlite-fts5 against the conformance kit: every check it claims must pass.
+
+It claims filters, deletion, persistence, concurrent and multi-process writers; it has a
+``tamper`` hook; it is embedded (no server, no outage hooks), so ``availability.outage`` is
+reported as not claimed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from indexplug import Guard
+from indexplug.testing import BackendConformance, BackendFactory
+from indexplug_sqlite_fts5 import SqliteFts5Backend
+
+
+class TestSqliteFts5Conformance(BackendConformance):
+    @pytest.fixture
+    def backend(self, tmp_path: Path) -> Iterator[Guard]:
+        guard = Guard(SqliteFts5Backend(tmp_path))
+        yield guard
+        guard.close()
+
+    @pytest.fixture
+    def backend_factory(self, tmp_path: Path) -> BackendFactory:
+        # Another instance on the same files, by its registered name: picklable, so the
+        # multi-process check can open one in each writer process; also used to reopen.
+        return BackendFactory("sqlite-fts5", str(tmp_path))

@@ -1,0 +1,115 @@
+"""The report card: its JSON form and the ``indexplug conformance`` command function."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import kit_broken as kb
+import pytest
+from conftest import FAST
+from indexplug import BackendSpec, hookimpl
+from indexplug.plugins import get_registry, reset_registry
+from indexplug.testing import ReportCard, check_ids, conformance_command, run_card
+from indexplug.testing import reference as reference_plugin
+
+
+class _BrokenPlugin:
+    @hookimpl
+    def indexplug_backends(self) -> list[BackendSpec]:
+        return [BackendSpec(name="mislabels-empty", factory=kb.factory(kb.MislabelsEmpty))]
+
+
+@pytest.fixture
+def registered() -> Iterator[None]:
+    """The process registry with the reference and a broken backend registered."""
+    reset_registry()
+    reg = get_registry()
+    reg.register(reference_plugin, name="reference")
+    reg.register(_BrokenPlugin(), name="broken")
+    yield
+    reset_registry()
+
+
+def test_card_json_schema_is_stable() -> None:
+    card = run_card(kb.factory(kb.ReferenceBackend), settings=FAST, only=["search.hits"])
+    data: dict[str, Any] = json.loads(card.model_dump_json())
+    assert set(data) == {
+        "schema_version",
+        "backend",
+        "indexplug_version",
+        "capabilities",
+        "checks",
+        "summary",
+    }
+    assert data["schema_version"] == 1
+    assert data["backend"] == "reference"
+    assert data["checks"] == [
+        {
+            "id": "search.hits",
+            "title": data["checks"][0]["title"],
+            "status": "PASSED",
+            "reason": None,
+            "duration_s": data["checks"][0]["duration_s"],
+        }
+    ]
+    assert set(data["summary"]) == {"total", "passed", "failed", "not_claimed", "skipped", "ok"}
+    assert ReportCard.model_validate_json(card.model_dump_json()) == card
+
+
+def test_card_lists_every_check_in_order() -> None:
+    card = run_card(kb.factory(kb.MislabelsEmpty), settings=FAST)
+    assert [c.id for c in card.checks] == check_ids()
+    assert card.summary.failed == 1 and not card.ok
+
+
+def test_unknown_check_id_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown check id"):
+        run_card(kb.factory(kb.ReferenceBackend), only=["no.such.check"])
+
+
+def test_a_factory_that_raises_fails_each_check_with_its_reason() -> None:
+    def boom(ctx: Any) -> Any:
+        raise RuntimeError("needs a url option")
+
+    card = run_card(boom, settings=FAST, only=["search.hits", "status.reports"])
+    assert [c.status.value for c in card.checks] == ["FAILED", "FAILED"]
+    assert card.checks[0].reason == "could not open the backend: RuntimeError: needs a url option"
+
+
+def test_command_json_and_exit_codes(registered: None, capsys: pytest.CaptureFixture[str]) -> None:
+    only = ["search.empty_index", "search.no_match", "persistence.reopen"]
+    assert (
+        conformance_command("reference", True, {"persist": "false"}, settings=FAST, only=only) == 0
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert {c["id"]: c["status"] for c in data["checks"]} == {
+        "search.empty_index": "PASSED",
+        "search.no_match": "PASSED",
+        "persistence.reopen": "NOT_CLAIMED",
+    }
+    assert data["summary"]["ok"] is True
+
+    assert conformance_command("mislabels-empty", True, {}, settings=FAST, only=only) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["checks"][0]["status"] == "FAILED"
+    assert "instead of INDEX_EMPTY" in data["checks"][0]["reason"]
+
+    assert conformance_command("no-such-backend", True, {}) == 2
+    assert "no backend named 'no-such-backend'" in capsys.readouterr().err
+
+
+def test_command_prints_a_table(registered: None, capsys: pytest.CaptureFixture[str]) -> None:
+    code = conformance_command(
+        "mislabels-empty",
+        False,
+        {},
+        settings=FAST,
+        only=["search.empty_index", "concurrency.processes"],
+    )
+    assert code == 1
+    out = capsys.readouterr().out
+    assert "search.empty_index" in out and "FAILED" in out and "NOT_CLAIMED" in out
+    assert "not claimed: multiprocess_writers" in out
+    assert "1 failed" in out

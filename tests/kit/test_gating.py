@@ -1,0 +1,113 @@
+"""When a check runs, is not claimed, or cannot be run, and how that is reported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import FAST
+from indexplug import Capabilities, Guard
+from indexplug.testing import CHECKS, CheckStatus, ReferenceBackend, Subject, check_ids, run_check
+from indexplug.testing.kit import BackendConformance, method_name
+
+
+def _run(subject: Subject, check_id: str) -> tuple[CheckStatus, str | None]:
+    check = next(c for c in CHECKS if c.id == check_id)
+    r = run_check(check, subject)
+    return r.status, r.reason
+
+
+class _NoHooks(ReferenceBackend):
+    tamper = None  # type: ignore[assignment]
+    make_unavailable = None  # type: ignore[assignment]
+    restore = None  # type: ignore[assignment]
+
+
+def test_check_ids_are_unique_and_stable() -> None:
+    ids = check_ids()
+    assert len(ids) == len(set(ids)) >= 25
+    for required in (
+        "outcomes.typed",
+        "search.empty_index",
+        "search.no_match",
+        "search.hits",
+        "add.idempotent",
+        "remove.reports",
+        "remove.never_returned",
+        "budget.refused",
+        "budget.cannot_raise",
+        "integrity.tamper",
+        "deadline.search",
+        "deadline.write",
+        "availability.outage",
+        "persistence.reopen",
+        "hostile.index_names",
+        "hostile.queries",
+        "hostile.top_k",
+        "hostile.passages",
+        "concurrency.threads",
+        "concurrency.processes",
+        "scale.smoke",
+    ):
+        assert required in ids
+
+
+def test_every_check_is_a_test_method() -> None:
+    for check_id in check_ids():
+        assert callable(getattr(BackendConformance, method_name(check_id)))
+
+
+def test_missing_hooks_are_untested_not_passed(tmp_path: Path) -> None:
+    s = Subject(guard=Guard(_NoHooks(tmp_path)), settings=FAST)
+    status, reason = _run(s, "integrity.tamper")
+    assert status is CheckStatus.SKIPPED
+    assert reason is not None and reason.startswith("untested: needs a tamper(")
+    # claims persistence but nobody said how to reopen it
+    status, reason = _run(s, "persistence.reopen")
+    assert status is CheckStatus.SKIPPED
+    assert reason is not None and reason.startswith("untested: claims persistence, but no ")
+    # no outage hooks and no server claim: not claimed
+    assert _run(s, "availability.outage") == (
+        CheckStatus.NOT_CLAIMED,
+        "not claimed: server (and no outage hooks were given)",
+    )
+
+
+def test_server_without_outage_hooks_is_untested() -> None:
+    backend = _NoHooks()
+    backend.capabilities = Capabilities(server=True)
+    status, reason = _run(Subject(guard=Guard(backend), settings=FAST), "availability.outage")
+    assert status is CheckStatus.SKIPPED
+    assert reason is not None and "claims server" in reason
+
+
+def test_no_match_does_not_apply_to_dense_backends() -> None:
+    backend = ReferenceBackend()
+    backend.capabilities = backend.capabilities.model_copy(update={"dense": True})
+    status, reason = _run(Subject(guard=Guard(backend), settings=FAST), "search.no_match")
+    assert status is CheckStatus.SKIPPED
+    assert reason is not None and reason.startswith("not applicable: ")
+
+
+def test_a_backend_not_ready_fails_every_check_it_runs() -> None:
+    backend = ReferenceBackend()
+    backend.make_unavailable("no server configured")
+    status, reason = _run(Subject(guard=Guard(backend), settings=FAST), "search.hits")
+    assert status is CheckStatus.FAILED
+    assert reason == "the backend is not ready at the start of the check: no server configured"
+
+
+def test_explicit_hooks_win_over_the_backend_methods() -> None:
+    calls: list[str] = []
+    backend = ReferenceBackend()
+
+    def down() -> None:
+        calls.append("down")
+        backend.make_unavailable("stopped by the test")
+
+    def up() -> None:
+        calls.append("up")
+        backend.restore()
+
+    s = Subject(guard=Guard(backend), settings=FAST, make_unavailable=down, restore=up)
+    assert _run(s, "availability.outage") == (CheckStatus.PASSED, None)
+    assert calls == ["down", "up"]
