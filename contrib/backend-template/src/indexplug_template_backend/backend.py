@@ -97,6 +97,7 @@ class TemplateBackend:
                 added=len(new),
                 known=len(passages) - len(new),
                 added_ids=[p.id for p in new],
+                known_ids=[p.id for p in passages if p.id in store],
                 bytes_used=size,
                 max_bytes=budget,
             )
@@ -145,6 +146,8 @@ class TemplateBackend:
         self, index: str, ids: Sequence[str], *, deadline: Deadline
     ) -> indexplug.RemoveOutcome:
         with self._lock:
+            if deadline.expired():  # honour the deadline before changing anything
+                return IndexTimeout(index=index, backend=self.name, deadline_s=deadline.seconds)
             data = self._load(index)
             store = data["passages"] if data else {}
             gone = [i for i in ids if i in store]
@@ -161,6 +164,8 @@ class TemplateBackend:
             )
 
     def status(self, index: str, *, deadline: Deadline) -> indexplug.StatusOutcome:
+        if deadline.expired():
+            return IndexTimeout(index=index, backend=self.name, deadline_s=deadline.seconds)
         data = self._load(index)
         if data is None:
             return IndexStatus(index=index, backend=self.name, exists=False, passages=0)

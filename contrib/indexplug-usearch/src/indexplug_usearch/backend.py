@@ -57,6 +57,8 @@ SCALE = ScoreScale(
     comparable_across_searches=True,
     meaning="Cosine similarity between the query and passage embeddings (-1..1).",
 )
+EXACT_BELOW = 2048
+"""Indexes up to this many passages are searched exhaustively (exact and just as fast)."""
 HNSW_OVERHEAD = 1.6
 """Bytes of graph per byte of vector (links and levels), measured on SciFact with dim 256/384."""
 
@@ -182,6 +184,14 @@ class UsearchBackend:
             )
         return None
 
+    def _late(self, index: str, deadline: Deadline) -> IndexTimeout:
+        return IndexTimeout(
+            index=index,
+            backend=self.name,
+            deadline_s=deadline.seconds,
+            reason="the deadline had passed before the op could start; nothing was changed",
+        )
+
     def close(self) -> None:
         with self._lock:
             for idx in self._open.values():
@@ -192,6 +202,8 @@ class UsearchBackend:
     def add(
         self, index: str, passages: Sequence[Passage], *, max_bytes: int | None, deadline: Deadline
     ) -> AddOutcome:
+        if deadline.expired():
+            return self._late(index, deadline)
         idx = self._index(index, create=True)
         assert idx is not None
         with idx.lock:
@@ -201,14 +213,14 @@ class UsearchBackend:
             stored = idx.meta("max_bytes")
             budget = effective_max_bytes(int(stored) if stored else None, max_bytes)
             ids = [p.id for p in passages]
-            known = {
-                r[0]
-                for i in range(0, len(ids), 500)
-                for r in idx.db.execute(
-                    f"SELECT id FROM passages WHERE id IN ({','.join('?' * len(ids[i : i + 500]))})",
-                    ids[i : i + 500],
+            known: set[str] = set()
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                known.update(
+                    r[0]
+                    for r in idx.db.execute(f"SELECT id FROM passages WHERE id IN ({marks})", chunk)
                 )
-            }
             new = [p for p in passages if p.id not in known]
             per_vector = self.embedder.dim * 4
             graph_now = int(len(idx.graph) * per_vector * HNSW_OVERHEAD)
@@ -316,8 +328,11 @@ class UsearchBackend:
                 return NoMatch(index=index, backend=self.name, searched=total)
             # filters: widen the search, then keep matching passages in rank order
             want = total if filters else min(top_k, total)
+            # HNSW is approximate: when the caller asks for a large share of the index (or the
+            # index is small) a brute-force pass costs about the same and misses nothing.
+            exact = want * 2 >= total or total <= EXACT_BELOW
             idx.graph.expansion_search = max(self.expansion, want)
-            matches = idx.graph.search(q, want)
+            matches = idx.graph.search(q, want, exact=exact)
             keys = [int(k) for k in matches.keys]
             dists = [float(d) for d in matches.distances]
             if deadline.expired():
@@ -360,6 +375,8 @@ class UsearchBackend:
         return Searched(index=index, backend=self.name, hits=hits, searched=total, scale=SCALE)
 
     def remove(self, index: str, ids: Sequence[str], *, deadline: Deadline) -> RemoveOutcome:
+        if deadline.expired():
+            return self._late(index, deadline)
         idx = self._index(index, create=False)
         if idx is None:
             return Removed(index=index, backend=self.name, removed=0, missing_ids=list(ids))
@@ -397,6 +414,8 @@ class UsearchBackend:
         )
 
     def status(self, index: str, *, deadline: Deadline) -> StatusOutcome:
+        if deadline.expired():
+            return self._late(index, deadline)
         idx = self._index(index, create=False)
         if idx is None:
             return IndexStatus(index=index, backend=self.name, exists=False, passages=0)
