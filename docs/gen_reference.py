@@ -105,7 +105,7 @@ def _config() -> str:
 
 
 def _ops() -> str:
-    from indexplug.invoke import op_catalogue
+    from indexplug.ops import op_catalogue
 
     lines = [
         "# Ops reference",

@@ -17,7 +17,6 @@ from pathlib import Path
 import click
 import pytest
 import typer
-
 from indexplug.cli.app import app
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -46,7 +45,7 @@ def test_the_docs_have_examples() -> None:
 @pytest.mark.parametrize("page, line, code", PY, ids=[f"{p}:{n}" for p, n, _ in PY])
 def test_python_examples_run(page: str, line: int, code: str, tmp_path: Path) -> None:
     namespace: dict[str, object] = {"__name__": f"docs_example_{line}"}
-    exec(compile(code, f"docs/{page}:{line}", "exec"), namespace)  # noqa: S102
+    exec(compile(code, f"docs/{page}:{line}", "exec"), namespace)
 
 
 def _indexplug_lines(code: str) -> list[list[str]]:

@@ -7,7 +7,8 @@ The public surface, importable from here:
   :class:`IndexTimeout`, :class:`IndexUnavailable`, :class:`Indexed`, :class:`OverBudget`,
   :class:`Removed`, :class:`IndexStatus`;
 * protocols for plugin authors: :class:`IndexBackend`, :class:`Embedder`, :data:`hookimpl`;
-* entry points: :func:`open_backend` (a guarded backend), :func:`get_registry`.
+* entry points: :func:`open_backend` (a guarded backend), :func:`get_registry`;
+* ops by name, JSON in and out: :func:`invoke` (see ``docs/invoke.md``).
 """
 
 from indexplug.budget import effective_max_bytes, over_budget
@@ -30,6 +31,7 @@ from indexplug.errors import (
 )
 from indexplug.guard import Guard
 from indexplug.hookspecs import hookimpl
+from indexplug.invocation import invoke
 from indexplug.names import validate_index_name
 from indexplug.outcomes import (
     ALLOWED,
@@ -120,6 +122,7 @@ __all__ = [
     "get_embedder",
     "get_registry",
     "hookimpl",
+    "invoke",
     "open_backend",
     "outcome_from_json",
     "over_budget",

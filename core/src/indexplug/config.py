@@ -34,12 +34,13 @@ Example::
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from indexplug.errors import ConfigError
 from indexplug.names import validate_index_name
@@ -62,6 +63,11 @@ class Defaults(BaseModel):
         default=False, description="Allow sensitive ops (remove, drop) through invoke and MCP."
     )
     embedder: str | None = Field(default=None, description="Embedder spec PROVIDER:MODEL.")
+    folders: list[str] = Field(
+        default_factory=list,
+        description="Folders the index_folder op (invoke, MCP) may read, with their subfolders; "
+        "relative to this file.  None configured: the working folder.",
+    )
 
 
 class IndexConfig(BaseModel):
@@ -79,22 +85,33 @@ class IndexConfig(BaseModel):
     deadline_s: float | None = Field(default=None, gt=0)
     allow_remove: bool | None = Field(default=None, description="Overrides defaults.allow_remove.")
     settings: dict[str, Any] = Field(default_factory=dict, description="Backend settings.")
-    members: list[str] = Field(default_factory=list, description="Member indexes (fusion only).")
+    members: list[str] = Field(
+        default_factory=list,
+        validate_default=True,
+        description="Member indexes (fusion only).",
+    )
     fusion: Literal["rrf", "sum"] = Field(
         default="rrf", description="rrf, or sum (only when every leg has the same scale)."
     )
     rrf_k: int = Field(default=60, gt=0)
 
-    @model_validator(mode="after")
-    def _kind_fits(self) -> IndexConfig:
-        if self.kind == "fusion":
-            if len(self.members) < 2:
+    # Field validators (not one model validator) so an error names the key it is about.
+    @field_validator("backend", "settings")
+    @classmethod
+    def _no_backend_on_fusion(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.data.get("kind") == "fusion" and value:
+            raise ValueError("a fusion index has members, not a backend or settings")
+        return value
+
+    @field_validator("members")
+    @classmethod
+    def _members_fit(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        if info.data.get("kind") == "fusion":
+            if len(value) < 2:
                 raise ValueError("a fusion index needs at least two members")
-            if self.backend or self.settings:
-                raise ValueError("a fusion index has members, not a backend or settings")
-        elif self.members:
+        elif value:
             raise ValueError("members are only for kind = 'fusion'")
-        return self
+        return value
 
 
 class Config(BaseModel):
@@ -160,23 +177,66 @@ class Config(BaseModel):
         )
 
     def masked(self) -> dict[str, Any]:
-        """The effective configuration with anything secret-looking masked."""
+        """The effective configuration (defaults applied to each index) with anything
+        secret-looking masked."""
         data = self.model_dump(mode="json", exclude_none=True)
+        d = self.defaults
         for name, ic in data.get("indexes", {}).items():
-            ic.setdefault("backend", self.defaults.backend or "sqlite-fts5") if self.indexes[
-                name
-            ].kind == "index" else None
-            ic["settings"] = {k: _mask(k, v) for k, v in ic.get("settings", {}).items()}
+            model = self.indexes[name]
+            if model.kind == "index":
+                ic.setdefault("backend", d.backend or "sqlite-fts5")
+                for key in ("embedder", "max_bytes", "deadline_s"):
+                    if ic.get(key) is None and getattr(d, key) is not None:
+                        ic[key] = getattr(d, key)
+                ic.pop("members", None)
+                ic.pop("fusion", None)
+                ic.pop("rrf_k", None)
+            else:
+                ic.pop("settings", None)
+                if ic.get("deadline_s") is None and d.deadline_s is not None:
+                    ic["deadline_s"] = d.deadline_s
+            ic["allow_remove"] = self.allows_remove(name)
+            if "settings" in ic:
+                ic["settings"] = _mask(ic["settings"])
+        if self.path is not None:
+            data["path"] = str(self.path)
         return data
 
 
-def _mask(key: str, value: Any) -> Any:
+def _mask(value: Any, key: str = "") -> Any:
+    """Mask secret-looking values (recursively); the *name* of a variable is not a secret."""
+    if isinstance(value, dict):
+        return {k: _mask(v, str(k)) for k, v in value.items()}
     low = key.lower()
     if low.endswith("_env"):
-        return value  # the *name* of a variable is not a secret
+        return value
     if any(w in low for w in SECRET_WORDS):
         return "****"
+    if isinstance(value, list):
+        return [_mask(v, key) for v in value]
+    if isinstance(value, str):
+        return _URL_PASSWORD.sub(r"\1****@", value)
     return value
+
+
+_URL_PASSWORD = re.compile(r"(://[^/@:\s]+:)[^/@\s]+@")
+
+
+_LITERAL_SECRET_WORDS = ("password", "passwd", "secret", "api_key", "apikey", "credential")
+
+
+def _secret_keys(settings: dict[str, Any], prefix: str = "") -> list[str]:
+    """Settings keys that look like a secret written into the file (not ``*_env``)."""
+    found: list[str] = []
+    for key, value in settings.items():
+        low = str(key).lower()
+        if isinstance(value, dict):
+            found += _secret_keys(value, f"{prefix}{key}.")
+        elif not low.endswith("_env") and (
+            any(w in low for w in _LITERAL_SECRET_WORDS) or low == "token" or low.endswith("_token")
+        ):
+            found.append(f"{prefix}{key}")
+    return found
 
 
 def find_config_file(explicit: Path | None = None) -> Path | None:
@@ -224,13 +284,19 @@ def load_config(path: Path, *, check_backends: bool = True) -> Config:
         cfg = Config.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise ConfigError(f"{path}: {_where(first['loc'])}: {first['msg']}") from None
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"{path}: {_where(first['loc'])}: {msg}") from None
     cfg.path = path
     for name, ic in cfg.indexes.items():
         try:
             validate_index_name(name)
         except ValueError as exc:
             raise ConfigError(f"{path}: [indexes.{name}]: {exc}") from None
+        for key in _secret_keys(ic.settings):
+            raise ConfigError(
+                f"{path}: [indexes.{name}] key 'settings.{key}': secrets are never written in "
+                f'the file; name an environment variable instead ({key}_env = "VARIABLE")'
+            )
         for m in ic.members:
             if m not in cfg.indexes:
                 raise ConfigError(
@@ -256,4 +322,9 @@ def load_config(path: Path, *, check_backends: bool = True) -> Config:
                 get_registry().backend(backend, options).close()
             except (ValueError, KeyError, TypeError, LookupError) as exc:
                 raise ConfigError(f"{path}: [indexes.{name}] key 'settings': {exc}") from None
+        for name, ic in cfg.indexes.items():
+            if ic.kind == "fusion" and ic.fusion == "sum":
+                from indexplug.fusion import fusion_target
+
+                fusion_target(cfg, name).guard.close()  # refuses legs on different scales
     return cfg

@@ -16,6 +16,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -58,7 +59,7 @@ DeadlineOpt = Annotated[
 
 
 def fail(message: str, code: int = BAD_INPUT) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     return typer.Exit(code)
 
 
@@ -367,6 +368,34 @@ def eval_(
     ):
         table.add_row(label, value)
     out.print(table)
+
+
+@app.command()
+def conformance(
+    backend: Annotated[str, typer.Argument(help="Installed backend to certify.")],
+    option: OptionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the conformance kit against an installed backend and print its report card."""
+    from indexplug.cli.resolve import parse_options
+    from indexplug.testing.card import conformance_command
+
+    def body() -> int:
+        opts = parse_options(option)
+        if embedder:
+            opts["embedder"] = embedder
+        return conformance_command(backend, as_json, opts)
+
+    raise typer.Exit(guarded(body))
+
+
+# Deployments: config check/show, invoke, serve (indexplug.cli.orchestration).
+from indexplug.cli.orchestration import config_app, invoke_command, serve_command  # noqa: E402
+
+app.add_typer(config_app)
+app.command("invoke")(invoke_command)
+app.command("serve")(serve_command)
 
 
 def main() -> None:

@@ -1,0 +1,185 @@
+"""CLI commands for deployments: ``config check``, ``config show``, ``invoke`` and ``serve``.
+
+``invoke`` prints the op's JSON answer and exits with the outcome's code (0 for a result or a
+listing, 1 no match, 2 empty, 3-5 failures, 6 over budget, 64 bad request, 77 not allowed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from indexplug.errors import ConfigError
+from indexplug.outcomes import EXIT_CODES
+
+out = Console()
+err = Console(stderr=True)
+BAD_INPUT = 64
+NOT_READY = EXIT_CODES["INDEX_UNAVAILABLE"]
+
+config_app = typer.Typer(
+    name="config",
+    help="Check and show indexplug.toml (see docs/configuration.md).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config", "-c", help="indexplug.toml (default: INDEXPLUG_CONFIG, ./, user folder)."
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (stable shape).")]
+
+
+def _fail(message: str, code: int = BAD_INPUT) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    return typer.Exit(code)
+
+
+def _load(config: Path | None) -> Any:
+    from indexplug.config import find_config_file, load_config
+
+    try:
+        path = find_config_file(config)
+        if path is None:
+            raise ConfigError(
+                "no indexplug.toml found (looked at --config, INDEXPLUG_CONFIG, "
+                "./indexplug.toml and the user config folder)"
+            )
+        return load_config(path)
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
+
+
+def env_warnings(cfg: Any) -> list[str]:
+    """``*_env`` settings naming variables that are not set."""
+    found: list[str] = []
+
+    def walk(name: str, settings: dict[str, Any], prefix: str) -> None:
+        for key, value in settings.items():
+            if isinstance(value, dict):
+                walk(name, value, f"{prefix}{key}.")
+            elif str(key).endswith("_env") and isinstance(value, str) and value not in os.environ:
+                found.append(
+                    f"{cfg.path}: [indexes.{name}] key 'settings.{prefix}{key}': "
+                    f"environment variable {value} is not set"
+                )
+
+    for name, ic in cfg.indexes.items():
+        walk(name, ic.settings, "")
+    return found
+
+
+@config_app.command("check")
+def config_check(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
+    """Validate a config file and report each index's backend readiness."""
+    from indexplug.invocation import Invoker
+
+    cfg = _load(config)
+    with Invoker(cfg) as inv:
+        rows = inv.readiness()
+    warnings = env_warnings(cfg)
+    ready = all(r.ready for r in rows)
+    if as_json:
+        out.print_json(
+            json.dumps(
+                {
+                    "config": str(cfg.path),
+                    "valid": True,
+                    "ready": ready,
+                    "indexes": [r.model_dump(mode="json") for r in rows],
+                    "warnings": warnings,
+                }
+            )
+        )
+    else:
+        out.print(f"[green]valid[/] {escape(str(cfg.path))}", highlight=False)
+        table = Table(title="indexes")
+        for col in ("index", "kind", "backend", "ready", "remove"):
+            table.add_column(col)
+        for r in rows:
+            backend = r.backend if r.kind == "index" else "fusion of " + ", ".join(r.members)
+            state = "[green]yes[/]" if r.ready else f"[red]no[/]: {escape(r.reason or '')}"
+            if r.ready and r.reason:
+                state += f" (degraded: {escape(r.reason)})"
+            table.add_row(
+                escape(r.name), r.kind, escape(backend), state, "allowed" if r.allow_remove else "-"
+            )
+        out.print(table)
+        for w in warnings:
+            err.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
+    raise typer.Exit(0 if ready else NOT_READY)
+
+
+@config_app.command("show")
+def config_show(config: ConfigOpt = None) -> None:
+    """Print the effective configuration (defaults applied) as JSON, secrets masked."""
+    cfg = _load(config)
+    out.print_json(json.dumps(cfg.masked()))
+
+
+def invoke_command(
+    op: Annotated[str, typer.Argument(help="Op name (`indexplug invoke ops` lists them).")],
+    args: Annotated[
+        str | None,
+        typer.Option(
+            "--args", "-a", help="Arguments: a JSON object, @FILE to read one, or - for stdin."
+        ),
+    ] = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Run an op from a JSON object and print its JSON answer."""
+    from indexplug.invocation import invoke
+
+    text: str | None = args
+    if args == "-":
+        text = sys.stdin.read()
+    elif args is not None and args.startswith("@"):
+        try:
+            text = Path(args[1:]).read_text("utf-8")
+        except OSError as exc:
+            raise _fail(f"cannot read {args[1:]}: {exc.strerror or exc}") from None
+    answer = invoke(op, text, config=config)
+    sys.stdout.write(json.dumps(answer, indent=2, ensure_ascii=False) + "\n")
+    code = answer["code"]
+    if code in ("LISTED", "BATCH"):
+        raise typer.Exit(0 if answer["ok"] else EXIT_CODES["INDEX_FAILED"])
+    raise typer.Exit(EXIT_CODES.get(code, EXIT_CODES["INDEX_FAILED"]))
+
+
+def serve_command(
+    config: ConfigOpt = None,
+    http: Annotated[
+        bool, typer.Option("--http", help="Serve streamable HTTP on 127.0.0.1 instead of stdio.")
+    ] = False,
+    port: Annotated[int, typer.Option(help="Port for --http.")] = 8765,
+) -> None:
+    """Run the MCP server (stdio by default) with the ops as tools."""
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        raise _fail("the MCP server needs the mcp extra: pip install 'indexplug[mcp]'")
+    from indexplug.invocation import Invoker
+    from indexplug.mcp_server import serve_http, serve_stdio
+
+    try:
+        invoker = Invoker.from_source(config)
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
+    with invoker:
+        if http:
+            err.print(f"indexplug MCP server on http://127.0.0.1:{port}/mcp", highlight=False)
+            serve_http(invoker, port=port)
+        else:
+            serve_stdio(invoker)
