@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from indexplug.errors import IndexplugError
 from indexplug.guard import Guard
 from indexplug.outcomes import IndexEmpty, NoMatch, Searched
 from indexplug.passages import Passage
@@ -134,9 +135,11 @@ def run_eval(
     passages = list(corpus_passages(ds))
     t0 = time.perf_counter()
     for i in range(0, len(passages), batch):
-        added = guard.add(index, passages[i : i + batch], deadline_s=max(deadline_s, 300.0))
+        # Indexing may embed with a model on a small CPU: give each batch an hour, not the
+        # per-query deadline, and report a refusal as one sentence (never a traceback).
+        added = guard.add(index, passages[i : i + batch], deadline_s=max(deadline_s, 3600.0))
         if added.code != "INDEXED":
-            raise RuntimeError(f"indexing failed: {added.message}")
+            raise IndexplugError(f"indexing failed: {added.message}")
         if progress:
             progress(min(i + batch, len(passages)), len(passages))
     index_s = time.perf_counter() - t0
