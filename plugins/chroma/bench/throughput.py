@@ -1,0 +1,97 @@
+"""Indexing throughput of the chroma backend, cold and with the embedding cache warm.
+
+Embedding is the cost of building a dense index; this measures how much, and how much the
+embedding cache (``indexplug.embedcache``) saves when the same passages are indexed again:
+
+1. load the embedder's model (timed apart: it is paid once per process);
+2. **cold**: index the whole corpus into a new index, in batches of 1000, with an empty cache;
+3. **warm**: index the same corpus into a second index: every embedding comes from the cache,
+   so what is left is storage (Chroma's writes) and the framework.
+
+Usage (from the repository root; ``--home`` keeps the cache for a later ``indexplug eval``)::
+
+    .venv/bin/python plugins/chroma/bench/throughput.py ../shared/data/beir/scifact \
+        --embedder sentence-transformers:all-MiniLM-L6-v2 --home /tmp/ip-bench --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("dataset", type=Path)
+    ap.add_argument("--embedder", default="sentence-transformers:all-MiniLM-L6-v2")
+    ap.add_argument("--home", type=Path, default=None, help="indexplug home (must be fresh)")
+    ap.add_argument("--batch", type=int, default=1000)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+
+    tmp = tempfile.TemporaryDirectory(prefix="indexplug-bench-")
+    home = args.home or Path(tmp.name)
+    if (home / "embedcache").exists() and any((home / "embedcache").iterdir()):
+        raise SystemExit(f"{home} already holds an embedding cache: the cold run would not be cold")
+    os.environ["INDEXPLUG_HOME"] = str(home)
+
+    from indexplug.evaluation import corpus_passages, load_beir
+    from indexplug.plugins import get_registry
+
+    ds = load_beir(args.dataset)
+    passages = list(corpus_passages(ds))
+    chars = sum(len(p.text) for p in passages)
+    guard = get_registry().backend("chroma", {"embedder": args.embedder})
+    backend: Any = guard.backend
+    t = time.perf_counter()
+    backend.warm()
+    load_s = time.perf_counter() - t
+
+    def index_all(name: str) -> float:
+        t0 = time.perf_counter()
+        for i in range(0, len(passages), args.batch):
+            out = guard.add(name, passages[i : i + args.batch], deadline_s=3600)
+            if out.code != "INDEXED":
+                raise SystemExit(f"indexing failed: {out.message}")
+            print(
+                f"  {name}: {min(i + args.batch, len(passages))}/{len(passages)} "
+                f"after {time.perf_counter() - t0:.0f}s",
+                file=sys.stderr,
+            )
+        return time.perf_counter() - t0
+
+    cold_s = index_all("bench-cold")
+    warm_s = index_all("bench-warm")
+    for name in ("bench-cold", "bench-warm"):
+        guard.call_extra("drop", name)
+    guard.close()
+    report = {
+        "dataset": ds.name,
+        "embedder": args.embedder,
+        "passages": len(passages),
+        "mean_chars": round(chars / len(passages)),
+        "model_load_s": round(load_s, 1),
+        "cold_s": round(cold_s, 1),
+        "cold_passages_per_s": round(len(passages) / cold_s, 1),
+        "warm_s": round(warm_s, 1),
+        "warm_passages_per_s": round(len(passages) / warm_s, 1),
+        "cpu_count": os.cpu_count(),
+        "load_average_1m": round(os.getloadavg()[0], 1),
+    }
+    tmp.cleanup()
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        for key, value in report.items():
+            print(f"{key:>22}: {value}")
+    return report
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,19 @@
+"""What the chroma backend declares: its description and its score scale."""
+
+from __future__ import annotations
+
+from indexplug.outcomes import ScoreScale
+
+DESCRIPTION = (
+    "Chroma (official client): dense cosine search with an indexplug embedder; embedded "
+    "folders or a Chroma server."
+)
+SCALE = ScoreScale(
+    name="cosine",
+    higher_is_better=True,
+    comparable_across_searches=True,
+    meaning=(
+        "Cosine similarity of the query's and the passage's embeddings (1 - Chroma's cosine "
+        "distance), from -1 to 1; comparable across searches of indexes with one embedder."
+    ),
+)

@@ -1,0 +1,372 @@
+"""The chroma backend in embedded mode: outcomes, fidelity, budgets, embedders, deadlines."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from chroma_helpers import corpus, full_passage, odd_passages
+from indexplug import (
+    Guard,
+    Indexed,
+    IndexEmpty,
+    IndexFailed,
+    IndexStatus,
+    IndexTimeout,
+    IndexUnavailable,
+    NoMatch,
+    OverBudget,
+    Removed,
+    Searched,
+)
+from indexplug.embedders.hashing import HashingEmbedder
+from indexplug.plugins import get_registry
+from indexplug.protocols import Granularity, Vector
+from indexplug_chroma import ChromaBackend, ChromaSettings, sizes
+from indexplug_chroma.stores import collection_name
+
+MakeGuard = Callable[..., Guard]
+
+
+def snapshot(g: Guard, index: str) -> tuple[int, list[str]]:
+    st = g.status(index)
+    out = g.search(index, "otters glaciers violins", top_k=100)
+    ids = sorted(h.passage.id for h in out.hits) if isinstance(out, Searched) else []
+    return (st.passages if isinstance(st, IndexStatus) else -1), ids
+
+
+def test_every_search_outcome(make_guard: MakeGuard) -> None:
+    g = make_guard()
+    assert isinstance(g.search("docs", "otters"), IndexEmpty)
+    ps = corpus(20)
+    added = g.add("docs", ps)
+    assert isinstance(added, Indexed) and added.added == 20 and added.bytes_used
+    out = g.search("docs", "a note about otters and item5", top_k=5)
+    assert isinstance(out, Searched) and out.searched == 20 and len(out.hits) == 5
+    assert out.hits[0].passage == ps[5]  # exactly as added: text, source, span, metadata
+    assert out.scale.name == "cosine" and out.scale.higher_is_better
+    assert all(-1.0 <= h.score <= 1.0001 for h in out.hits)
+    nm = g.search("docs", "otters", filters={"topic": "astronomy"})
+    assert isinstance(nm, NoMatch) and nm.searched == 20
+    gone = g.remove("docs", [p.id for p in ps])
+    assert isinstance(gone, Removed) and gone.removed == 20
+    assert isinstance(g.search("docs", "otters"), IndexEmpty)
+
+
+def test_a_query_the_embedder_cannot_represent_matches_nothing(make_guard: MakeGuard) -> None:
+    g = make_guard()
+    g.add("docs", corpus(5))
+    out = g.search("docs", "🦜🔥 …")  # no word characters: the hashing vector is zero
+    assert isinstance(out, NoMatch) and out.searched == 5
+
+
+def test_known_ids_are_reported_and_not_written_again(make_guard: MakeGuard) -> None:
+    g = make_guard()
+    ps = corpus(6)
+    g.add("docs", ps[:4])
+    out = g.add("docs", ps)
+    assert isinstance(out, Indexed)
+    assert (out.added, out.known) == (2, 4)
+    assert out.known_ids == [p.id for p in ps[:4]] and out.added_ids == [p.id for p in ps[4:]]
+    assert g.status("docs").passages == 6  # type: ignore[union-attr]
+
+
+def test_filters_are_typed_equality(make_guard: MakeGuard) -> None:
+    g = make_guard()
+    ps = corpus(20)
+    ps.append(full_passage("otters again, weighted one as an int", 99, weight=1, topic="otters"))
+    g.add("docs", ps)
+    out = g.search("docs", "otters", top_k=50, filters={"topic": "otters"})
+    assert isinstance(out, Searched)
+    assert {h.passage.metadata["topic"] for h in out.hits} == {"otters"} and len(out.hits) == 5
+    both = g.search("docs", "otters", top_k=50, filters={"topic": "otters", "even": True})
+    assert isinstance(both, Searched)
+    assert {h.passage.metadata["n"] for h in both.hits} == {0, 10}
+    as_float = g.search("docs", "otters", top_k=50, filters={"weight": 1.0})
+    assert isinstance(as_float, Searched)
+    assert [h.passage.metadata["n"] for h in as_float.hits] == [2]  # not the int 1
+    as_int = g.search("docs", "otters", top_k=50, filters={"weight": 1})
+    assert isinstance(as_int, Searched) and [h.passage.id for h in as_int.hits] == [ps[-1].id]
+
+
+def test_a_projected_refusal_leaves_the_index_unchanged(make_guard: MakeGuard) -> None:
+    g = make_guard()
+    g.add("docs", corpus(10))
+    before = snapshot(g, "docs")
+    more = corpus(5, tag="more")
+    out = g.add("docs", more, max_bytes=1000)
+    assert isinstance(out, OverBudget) and out.check == "projected"
+    assert out.needed_bytes > out.max_bytes == 1000 and not out.estimate
+    assert snapshot(g, "docs") == before
+    assert g.status("docs").max_bytes is None  # type: ignore[union-attr]
+
+
+def test_a_measured_refusal_takes_the_write_back(
+    make_guard: MakeGuard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    g = make_guard()
+    g.add("docs", corpus(10))
+    before = snapshot(g, "docs")
+    size = g.status("docs").bytes_used  # type: ignore[union-attr]
+    assert size
+    monkeypatch.setattr(sizes, "projected_bytes", lambda passages, dim: 0)  # let it through
+    big = [full_passage("glacier " * 20_000 + str(i), 100 + i) for i in range(3)]
+    out = g.add("docs", big, max_bytes=size + 1000)
+    assert isinstance(out, OverBudget) and out.check == "measured", out
+    assert snapshot(g, "docs") == before
+    again = g.add("docs", big)
+    assert isinstance(again, Indexed) and again.added == 3  # nothing of the refused write kept
+
+
+def test_a_refused_first_write_leaves_no_index(make_guard: MakeGuard, tmp_path: Path) -> None:
+    g = make_guard()
+    out = g.add("fresh", corpus(5), max_bytes=10_000)
+    assert isinstance(out, OverBudget)
+    assert not (tmp_path / "chroma" / "fresh").exists()
+    st = g.status("fresh")
+    assert isinstance(st, IndexStatus) and not st.exists
+
+
+def test_the_first_budget_holds_and_cannot_be_raised(make_guard: MakeGuard) -> None:
+    g = make_guard()
+    budget = 2_000_000
+    first = g.add("docs", corpus(5), max_bytes=budget)
+    assert isinstance(first, Indexed) and first.max_bytes == budget
+    assert g.status("docs").max_bytes == budget  # type: ignore[union-attr]
+    huge = [full_passage("violin " * 50_000 + str(i), 200 + i) for i in range(3)]
+    for asked in (budget * 100, None):
+        out = g.add("docs", huge, max_bytes=asked)
+        assert isinstance(out, OverBudget) and out.max_bytes == budget
+    capped = g.add("docs", corpus(3, tag="small"), max_bytes=10)
+    assert isinstance(capped, OverBudget) and capped.max_bytes == 10
+    assert g.status("docs").max_bytes == budget  # type: ignore[union-attr]
+
+
+def test_an_embedder_mismatch_is_refused_on_every_op(make_guard: MakeGuard) -> None:
+    make_guard().add("docs", corpus(5))
+    for spec in ("hashing:128", "hashing:512"):
+        other = make_guard(embedder=spec)
+        outs = [
+            other.search("docs", "otters"),
+            other.add("docs", corpus(2, tag="x")),
+            other.remove("docs", [corpus(1)[0].id]),
+            other.status("docs"),
+        ]
+        for out in outs:
+            assert isinstance(out, IndexFailed), out
+            assert "hashing:default (dim 256)" in out.reason and spec in out.reason
+            assert out.error_type == "EmbedderMismatch"
+    same_name = _RenamedDim("hashing:default", 64)
+    g = Guard(
+        ChromaBackend(
+            make_guard().backend.home,
+            ChromaSettings(embedder="hashing:default"),
+            embedder_factory=lambda spec: same_name,
+        )
+    )
+    out = g.search("docs", "otters")
+    assert isinstance(out, IndexFailed) and "dim 64" in out.reason
+
+
+class _RenamedDim(HashingEmbedder):
+    """An embedder claiming another's name with a different dimension."""
+
+    def __init__(self, name: str, dim: int) -> None:
+        super().__init__(dim)
+        self.name = name
+
+
+def test_a_tampered_passage_is_not_served(make_guard: MakeGuard) -> None:
+    g = make_guard()
+    ps = corpus(5)
+    g.add("docs", ps)
+    g.backend.tamper("docs", ps[2].id, "altered text about otters")
+    out = g.search("docs", "a note about glaciers and item2", top_k=5)
+    assert isinstance(out, IndexFailed) and "altered" in out.reason
+
+
+def test_a_tiny_deadline_times_out_every_op(make_guard: MakeGuard) -> None:
+    g = make_guard()
+    ps = corpus(5)
+    g.add("docs", ps)
+    for out in (
+        g.search("docs", "otters", deadline_s=1e-6),
+        g.add("docs", corpus(2, tag="late"), deadline_s=1e-6),
+        g.remove("docs", [ps[0].id], deadline_s=1e-6),
+        g.status("docs", deadline_s=1e-6),
+    ):
+        assert isinstance(out, IndexTimeout) and out.deadline_s == 1e-6, out
+    assert g.status("docs").passages == 5  # type: ignore[union-attr]
+
+
+class _SlowQueries(HashingEmbedder):
+    """Embeds documents at once and queries slowly: a search that runs past its deadline."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__(256)
+        self.delay_s = delay_s
+
+    def embed_query(self, text: str, granularity: Granularity) -> Vector:
+        time.sleep(self.delay_s)
+        return super().embed_query(text, granularity)
+
+
+def test_a_search_past_its_deadline_is_a_timeout(tmp_path: Path) -> None:
+    backend = ChromaBackend(
+        tmp_path / "chroma",
+        ChromaSettings(embedder="hashing:default"),
+        embedder_factory=lambda spec: _SlowQueries(0.5),
+    )
+    g = Guard(backend)
+    g.add("docs", corpus(5))
+    out = g.search("docs", "otters", deadline_s=0.2)
+    assert isinstance(out, IndexTimeout)
+    # The backend's own answer (it checks the deadline after embedding) says why:
+    from indexplug.deadlines import Deadline
+
+    direct = backend.search("docs", "otters", top_k=3, deadline=Deadline.after(0.2))
+    assert isinstance(direct, IndexTimeout) and "before querying Chroma" in direct.reason
+    g.close()
+
+
+def test_persistence_and_drop(make_guard: MakeGuard, tmp_path: Path) -> None:
+    g = make_guard()
+    ps = corpus(8)
+    g.add("docs", ps, max_bytes=50_000_000)
+    g.close()
+    again = make_guard()
+    st = again.status("docs")
+    assert isinstance(st, IndexStatus) and st.passages == 8 and st.max_bytes == 50_000_000
+    assert st.embedder == "hashing:default" and st.details["dim"] == 256
+    out = again.search("docs", "otters", top_k=3)
+    assert isinstance(out, Searched) and {h.passage.id for h in out.hits} <= {p.id for p in ps}
+    assert again.add("docs", ps).known == 8  # type: ignore[union-attr]
+    dropped = again.call_extra("drop", "docs")
+    assert isinstance(dropped, IndexStatus) and not dropped.exists
+    assert not (tmp_path / "chroma" / "docs").exists()
+    assert isinstance(again.search("docs", "otters"), IndexEmpty)
+
+
+class _Counting(HashingEmbedder):
+    def __init__(self) -> None:
+        super().__init__(256)
+        self.embedded = 0
+
+    def embed_documents(self, texts: Sequence[str], granularity: Granularity) -> list[Vector]:
+        self.embedded += len(texts)
+        return super().embed_documents(texts, granularity)
+
+
+def test_embeddings_are_reused_by_passage_id(tmp_path: Path) -> None:
+    counting = _Counting()
+    backend = ChromaBackend(
+        tmp_path / "chroma",
+        ChromaSettings(embedder="hashing:default"),
+        embedder_factory=lambda spec: counting,
+    )
+    g = Guard(backend)
+    ps = corpus(30)
+    g.add("one", ps)
+    assert counting.embedded == 30
+    g.add("two", ps)  # another index, same passages: nothing embedded again
+    g.call_extra("drop", "one")
+    g.add("one", ps + corpus(2, tag="new"))
+    assert counting.embedded == 32
+    out = g.search("two", "a note about otters and item5", top_k=1)
+    assert isinstance(out, Searched) and out.hits[0].passage == ps[5]
+    counting.embedded = 0
+    uncached = ChromaBackend(
+        tmp_path / "c2",
+        ChromaSettings(embedder="hashing:default", embed_cache=False),
+        embedder_factory=lambda spec: counting,
+    )
+    Guard(uncached).add("three", ps)
+    assert counting.embedded == 30
+    g.close()
+
+
+def test_threads_adding_the_same_passages_count_each_once(make_guard: MakeGuard) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    g = make_guard()
+    ps = corpus(40)
+    with ThreadPoolExecutor(8) as pool:
+        outs = list(pool.map(lambda i: g.add("docs", ps[i % 3 :: 2]), range(8)))
+    assert all(isinstance(o, Indexed) for o in outs)
+    assert sum(o.added for o in outs) == 40  # type: ignore[union-attr]
+    assert g.status("docs").passages == 40  # type: ignore[union-attr]
+
+
+def test_names_that_chroma_would_refuse_are_mapped(make_guard: MakeGuard) -> None:
+    g = make_guard()
+    for name in ("a", "x-", "0_", "z" * 64):
+        assert isinstance(g.add(name, corpus(2)), Indexed), name
+        assert isinstance(g.search(name, "otters"), Searched)
+    assert collection_name("x-") == "indexplug.x-.0" and collection_name("ab") == "indexplug.ab"
+
+
+def test_not_ready_reasons(tmp_path: Path) -> None:
+    g = get_registry().backend("chroma", {"embedder": "nosuchprovider:model"}, home=tmp_path)
+    r = g.readiness()
+    assert not r.ready and "nosuchprovider" in (r.reason or "")
+    out = g.search("docs", "otters")
+    assert isinstance(out, IndexUnavailable) and "nosuchprovider" in out.reason
+
+
+def test_options_are_checked_and_the_factory_connects_to_nothing(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="mdoe"):
+        get_registry().backend("chroma", {"mdoe": "server"}, home=tmp_path)
+    with pytest.raises(ValueError, match="mode"):
+        ChromaSettings.from_options({"mode": "cloud"})
+    s = ChromaSettings.from_options({"port": "8001", "ssl": "true", "embed_cache": "false"})
+    assert (s.port, s.ssl, s.embed_cache, s.url) == (8001, True, False, "https://localhost:8001")
+    t0 = time.perf_counter()
+    g = get_registry().backend(
+        "chroma",
+        {"mode": "server", "host": "127.0.0.1", "port": 9, "embedder": "hashing:default"},
+        home=tmp_path,
+    )
+    assert time.perf_counter() - t0 < 0.5
+    r = g.readiness()
+    assert not r.ready and "127.0.0.1:9" in (r.reason or "")
+    assert isinstance(g.status("docs"), IndexUnavailable)
+
+
+def test_vectors_are_stored_as_given(make_guard: MakeGuard) -> None:
+    g = make_guard()
+    ps = corpus(3)
+    g.add("docs", ps)
+    backend = g.backend
+    with backend._store.use("docs") as client:
+        coll = backend._store.get(client, "docs")
+        got = coll.get(ids=[ps[0].id], include=["embeddings"])
+    want = HashingEmbedder(256).embed_documents([ps[0].text], Granularity.TEXT)[0]
+    assert np.allclose(np.asarray(got["embeddings"][0]), want, atol=1e-6)
+    assert coll.metadata["indexplug:embedder"] == "hashing:default"
+
+
+def test_odd_passages_come_back_exactly(make_guard: MakeGuard) -> None:
+    """Odd passages (1,000,000 characters, combining marks, astral characters, right-to-left
+    text, odd metadata keys and values, a very long uri), each found by its own text: stored
+    and returned exactly as added, and known when added again."""
+    g = make_guard()
+    ps = odd_passages()
+    assert g.add("odd", ps).added == len(ps)  # type: ignore[union-attr]
+    for p in ps:
+        out = g.search("odd", p.text[:5000], top_k=1)
+        assert isinstance(out, Searched) and out.hits[0].passage == p, p.text[:20]
+    assert g.add("odd", ps).known == len(ps)  # type: ignore[union-attr]
+
+
+def test_searched_follows_writes_of_any_instance(make_guard: MakeGuard) -> None:
+    """Embedded counts are cached between writes; every instance's write forgets them."""
+    reader, writer = make_guard(), make_guard()
+    reader.add("docs", corpus(4))
+    assert reader.search("docs", "otters").searched == 4  # type: ignore[union-attr]
+    writer.add("docs", corpus(3, tag="more"))
+    assert reader.search("docs", "otters").searched == 7  # type: ignore[union-attr]
+    writer.remove("docs", [p.id for p in corpus(4)])
+    assert reader.search("docs", "otters").searched == 3  # type: ignore[union-attr]

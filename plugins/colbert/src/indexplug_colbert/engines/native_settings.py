@@ -1,0 +1,92 @@
+"""The native engine's settings (``--option KEY=VALUE``, or ``settings`` of an index in the
+configuration file), validated once when the backend is created."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from indexplug_colbert.manifest import CodebookSettings
+
+OPTIONS = frozenset(
+    {
+        "candidates",
+        "reach_pool",
+        "nprobe",
+        "codebook_min_tokens",
+        "centroids_per_sqrt",
+        "kmeans_iterations",
+        "max_segments",
+        "seed",
+        "exhaustive",
+        "embed_cache",
+        "embed_cache_dir",
+    }
+)
+
+
+def _int(options: Mapping[str, Any], key: str, default: int, low: int) -> int:
+    value = options.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"colbert setting {key} must be an integer, got {value!r}")
+    try:
+        n = int(value)
+    except ValueError:
+        raise ValueError(f"colbert setting {key} must be an integer, got {value!r}") from None
+    if n < low:
+        raise ValueError(f"colbert setting {key} must be at least {low}, got {n}")
+    return n
+
+
+def _bool(options: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = options.get(key, default)
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+@dataclass(frozen=True)
+class NativeSettings:
+    candidates: int = 128
+    """Passages scored by exact MaxSim per search (at least ``top_k``)."""
+    reach_pool: int = 1024
+    """Passages re-scored by full centroid interaction before the exact stage."""
+    nprobe: int = 4
+    """Centroids probed per query token."""
+    max_segments: int = 12
+    """Above this many segments an add also merges the smallest ones (tiered merging)."""
+    exhaustive: bool = False
+    """Score every passage exactly (no candidate generation): the reference, and for tests."""
+    embed_cache: bool = True
+    """Reuse token vectors already computed for a passage id (:mod:`indexplug.embedcache`,
+    kept as float16, which is what the index quantises anyway, see :mod:`..codec`)."""
+    embed_cache_dir: Path | None = None
+    """Where that cache lives (default: ``<indexplug home>/embedcache``)."""
+    codebook: CodebookSettings = field(default_factory=CodebookSettings)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> NativeSettings:
+        unknown = set(options) - OPTIONS
+        if unknown:
+            raise ValueError(f"unknown native engine setting(s): {', '.join(sorted(unknown))}")
+        per_sqrt = float(options.get("centroids_per_sqrt", CodebookSettings.per_sqrt))
+        if not 0.1 <= per_sqrt <= 64:
+            raise ValueError("colbert setting centroids_per_sqrt must be between 0.1 and 64")
+        cache_dir = options.get("embed_cache_dir")
+        return cls(
+            candidates=_int(options, "candidates", cls.candidates, 1),
+            reach_pool=_int(options, "reach_pool", cls.reach_pool, 1),
+            nprobe=_int(options, "nprobe", cls.nprobe, 1),
+            max_segments=_int(options, "max_segments", cls.max_segments, 2),
+            exhaustive=_bool(options, "exhaustive", cls.exhaustive),
+            embed_cache=_bool(options, "embed_cache", cls.embed_cache),
+            embed_cache_dir=Path(str(cache_dir)).expanduser() if cache_dir else None,
+            codebook=CodebookSettings(
+                min_tokens=_int(options, "codebook_min_tokens", CodebookSettings.min_tokens, 64),
+                per_sqrt=per_sqrt,
+                iterations=_int(options, "kmeans_iterations", CodebookSettings.iterations, 1),
+                seed=_int(options, "seed", CodebookSettings.seed, 0),
+            ),
+        )
