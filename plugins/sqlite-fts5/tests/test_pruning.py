@@ -1,0 +1,344 @@
+"""The pruned top-k must be FTS5's own answer: the same rows, in the same order, same scores.
+
+The reference everywhere is the plain query the pruning replaces::
+
+    SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH <OR of the terms>
+    ORDER BY bm25(fts), rowid LIMIT k
+
+compared with ``==`` (floats included: the pruned query computes every score with FTS5's own
+bm25 over the full expression, so they are bit-identical, not merely close).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from indexplug import Guard, Indexed, Passage, Searched
+from indexplug.outcomes import Hit
+from indexplug_sqlite_fts5 import SqliteFts5Backend, pruning
+from indexplug_sqlite_fts5.backend import _SCHEMA
+from indexplug_sqlite_fts5.hits import hit as make_hit
+from indexplug_sqlite_fts5.hits import passage_from_row
+from indexplug_sqlite_fts5.query import fts5_expression, fts5_phrase, query_terms
+
+SCIFACT = Path(
+    os.environ.get(
+        "INDEXPLUG_SCIFACT", Path(__file__).resolve().parents[4] / "shared/data/beir/scifact"
+    )
+)
+
+VOCAB = [f"w{i}" for i in range(40)]
+"""A Zipf-like vocabulary: ``w0`` is in most documents, ``w39`` in a handful."""
+EXTRA = ["state-of-the-art", "naïve", "x²", "co2", "ünïcödé", "", "and", "the"]
+"""Terms that tokenize to several tokens, fold diacritics, are stop words or match nothing."""
+
+
+def reference(conn: sqlite3.Connection, terms: list[str], k: int) -> list[tuple[int, float]]:
+    sql = "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY bm25(fts), rowid LIMIT ?"
+    return conn.execute(sql, (fts5_expression(terms), k)).fetchall()
+
+
+def new_index(path: Path | str = ":memory:") -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
+    return conn
+
+
+def insert(conn: sqlite3.Connection, texts: list[str]) -> None:
+    conn.execute("BEGIN")
+    last = conn.execute("SELECT coalesce(max(rowid), 0) FROM passages").fetchone()[0]
+    conn.executemany(
+        'INSERT INTO passages(id, text, source, start, "end", metadata) '
+        "VALUES (?, ?, '{}', 0, 0, '{}')",
+        [(f"{last + i:064x}", t) for i, t in enumerate(texts, start=1)],
+    )
+    conn.execute(
+        "INSERT INTO fts(rowid, text) SELECT rowid, text FROM passages WHERE rowid > ?", (last,)
+    )
+    conn.execute("COMMIT")
+
+
+def delete(conn: sqlite3.Connection, rowids: list[int]) -> None:
+    conn.execute("BEGIN")
+    for rowid in rowids:
+        row = conn.execute("SELECT rowid, text FROM passages WHERE rowid = ?", (rowid,)).fetchone()
+        if row is not None:
+            conn.execute("INSERT INTO fts(fts, rowid, text) VALUES ('delete', ?, ?)", row)
+            conn.execute("DELETE FROM passages WHERE rowid = ?", (rowid,))
+    conn.execute("COMMIT")
+
+
+def pruned(
+    conn: sqlite3.Connection, stats: pruning.TermStats, terms: list[str], k: int
+) -> list[tuple[int, float]]:
+    """The pruned answer, in a read transaction as the backend runs it."""
+    conn.execute("BEGIN")
+    try:
+        stats.sync(conn, conn.execute("PRAGMA data_version").fetchone()[0])
+        return pruning.top_k(conn, stats, terms, k, min_postings=0)
+    finally:
+        conn.execute("ROLLBACK")
+
+
+def zipf_doc(rng: random.Random, length: int) -> str:
+    words = [VOCAB[min(int(rng.paretovariate(0.9)) - 1, len(VOCAB) - 1)] for _ in range(length)]
+    if rng.random() < 0.1:
+        words.append(rng.choice(EXTRA[:5]))
+    return " ".join(words)
+
+
+# -- hypothesis: random corpora, queries, k and thresholds ----------------------------------
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_docs=st.integers(1, 120),
+    queries=st.lists(
+        st.lists(st.sampled_from(VOCAB + EXTRA), min_size=1, max_size=10), min_size=1, max_size=6
+    ),
+    k=st.sampled_from([1, 2, 3, 5, 10, 25, 200]),
+    guess=st.sampled_from([0.01, 0.3, 1.0, 5.0]),
+    budget=st.sampled_from([0, 2, 16]),
+    deletions=st.integers(0, 15),
+)
+def test_pruned_equals_fts5_on_random_corpora(
+    seed: int,
+    n_docs: int,
+    queries: list[list[str]],
+    k: int,
+    guess: float,
+    budget: int,
+    deletions: int,
+) -> None:
+    # guess: far too low (many candidates), typical, too high (a second round) or above any
+    # score (every round fails and the plain query answers).  budget 0 is plain MaxScore.
+    rng = random.Random(seed)
+    conn = new_index()
+    insert(conn, [zipf_doc(rng, rng.randint(1, 30)) for _ in range(n_docs)])
+    delete(conn, rng.sample(range(1, n_docs + 1), min(deletions, n_docs - 1)))
+    stats = pruning.TermStats()
+    old = (pruning.FIRST_GUESS, pruning.BUILD_BUDGET)
+    pruning.FIRST_GUESS, pruning.BUILD_BUDGET = guess, budget
+    try:
+        for words in queries:
+            # raw phrases, not just query_terms' output: several tokens, none, or stop words
+            terms = [t for t in dict.fromkeys(words) if t] or ["w0"]
+            assert pruned(conn, stats, terms, k) == reference(conn, terms, k), terms
+    finally:
+        pruning.FIRST_GUESS, pruning.BUILD_BUDGET = old
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    theta_share=st.floats(0.0, 1.0),
+    budget=st.sampled_from([0, 1, 3, 8, 256]),
+)
+def test_candidates_contain_every_row_that_could_reach_the_threshold(
+    seed: int, theta_share: float, budget: int
+) -> None:
+    """The soundness the exactness rests on: a row left out has bounds summing below θ."""
+    rng = random.Random(seed)
+    conn = new_index()
+    docs = [zipf_doc(rng, rng.randint(1, 20)) for _ in range(80)]
+    insert(conn, docs)
+    terms = rng.sample(VOCAB, rng.randint(1, 12))
+    stats = pruning.TermStats()
+    stats.sync(conn, 0)
+    dfs = stats.doc_freqs(conn, terms)
+    bounds = pruning.Bounds.of(terms, dfs, stats.rows)
+    assume(bounds.terms)
+    theta = bounds.tails[0] * theta_share
+    old = pruning.BUILD_BUDGET
+    pruning.BUILD_BUDGET = budget
+    try:
+        expression = pruning.candidate_expression(bounds, theta)
+    finally:
+        pruning.BUILD_BUDGET = old
+    upper = dict(zip(bounds.terms, bounds.upper, strict=True))
+    must = {
+        rowid
+        for rowid, text in enumerate(docs, start=1)
+        if sum(u for t, u in upper.items() if t in text.split()) >= theta
+    }
+    if expression is None:  # "cannot narrow": the caller runs the full query
+        return
+    got = {r for (r,) in conn.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (expression,))}
+    assert must <= got
+
+
+def test_bounds_are_above_every_real_contribution() -> None:
+    """Each phrase's share of a row's bm25 (the single-phrase query's score) is below u(p)."""
+    rng = random.Random(7)
+    conn = new_index()
+    insert(conn, [zipf_doc(rng, rng.randint(1, 40)) for _ in range(300)])
+    stats = pruning.TermStats()
+    stats.sync(conn, 0)
+    for term, df in zip(VOCAB, stats.doc_freqs(conn, VOCAB), strict=True):
+        bound = pruning.idf(stats.rows, df) * (pruning.K1 + 1)
+        rows = conn.execute(
+            "SELECT -bm25(fts) FROM fts WHERE fts MATCH ?", (fts5_phrase(term),)
+        ).fetchall()
+        assert len(rows) == df
+        assert all(0 < s < bound for (s,) in rows), term
+
+
+def test_row_count_is_the_one_bm25_uses() -> None:
+    conn = new_index()
+    insert(conn, [f"w{i % 7} w{i % 3}" for i in range(300)])
+    delete(conn, list(range(1, 40)))
+    assert (
+        pruning._row_count(conn)
+        == 261
+        == conn.execute("SELECT count(*) FROM fts_docsize").fetchone()[0]
+    )
+    assert pruning._varint(bytes([0x81, 0x00])) == 128
+    assert pruning._varint(bytes([0xFF] * 8 + [0x01])) == (2**56 - 1) << 8 | 1
+    assert pruning._varint(bytes([0x81])) == 0  # truncated: unknown
+
+
+def test_statistics_follow_writes_from_other_connections(tmp_path: Path) -> None:
+    path = tmp_path / "x.sqlite"
+    writer = new_index(path)
+    insert(writer, [f"common w{i % 5}" + (" rare" if i % 50 == 0 else "") for i in range(500)])
+    reader = sqlite3.connect(path, isolation_level=None)
+    stats = pruning.TermStats()
+    terms = ["rare", "common", "w1"]
+    for k in (1, 5, 50):
+        assert pruned(reader, stats, terms, k) == reference(reader, terms, k)
+    before = dict(stats.df)
+    insert(writer, ["rare rare rare common"] * 40)  # rare is no longer rare
+    for k in (1, 5, 50):
+        assert pruned(reader, stats, terms, k) == reference(reader, terms, k)
+    assert stats.df["rare"] == before["rare"] + 40
+
+
+# -- through the backend and the guard ------------------------------------------------------
+
+
+@pytest.fixture
+def guard(tmp_path: Path) -> Iterator[Guard]:
+    g = Guard(SqliteFts5Backend(tmp_path / "idx"))
+    yield g
+    g.close()
+
+
+def passages(rng: random.Random, n: int, prefix: str) -> list[Passage]:
+    return [
+        Passage.create(zipf_doc(rng, rng.randint(3, 40)), f"mem://{prefix}/{i}") for i in range(n)
+    ]
+
+
+def guarded_reference(path: Path, query: str, k: int) -> list[tuple[str, float]]:
+    with sqlite3.connect(path) as conn:
+        ranked = reference(conn, query_terms(query), k)
+        ids = dict(conn.execute("SELECT rowid, id FROM passages"))
+    return [(ids[r], -s) for r, s in ranked]
+
+
+def test_guarded_search_equals_fts5_across_writes(guard: Guard, tmp_path: Path) -> None:
+    """Own writes (which ``data_version`` does not report) must refresh the statistics too."""
+    rng = random.Random(3)
+    path = tmp_path / "idx" / "docs.sqlite"
+    queries = [" ".join(rng.sample(VOCAB, rng.randint(1, 8))) for _ in range(25)]
+    batches = [passages(rng, 400, f"b{b}") for b in range(3)]
+    for b, batch in enumerate(batches):
+        assert isinstance(guard.add("docs", batch), Indexed)
+        if b == 2:
+            gone = [p.id for p in batches[0][:150]]
+            assert guard.remove("docs", gone).removed == 150  # type: ignore[union-attr]
+        for q in queries:
+            for k in (1, 10, 100):
+                out = guard.search("docs", q, top_k=k)
+                assert isinstance(out, Searched)
+                got = [(h.passage.id, h.score) for h in out.hits]
+                assert got == guarded_reference(path, q, k), (q, k)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (SCIFACT / "corpus.jsonl").is_file(), reason="SciFact is not available")
+def test_scifact_pruned_equals_fts5(tmp_path: Path) -> None:
+    from indexplug.evaluation import corpus_passages, load_beir
+
+    ds = load_beir(SCIFACT)
+    g = Guard(SqliteFts5Backend(tmp_path))
+    ps = list(corpus_passages(ds))
+    for i in range(0, len(ps), 1000):
+        assert isinstance(g.add("scifact", ps[i : i + 1000]), Indexed)
+    path = tmp_path / "scifact.sqlite"
+    queries = list(ds.queries.values())
+    conn = sqlite3.connect(path, isolation_level=None)
+    stats = pruning.TermStats()
+    for q in queries:
+        terms = query_terms(q)
+        for k in (1, 10, 100, 1000):
+            assert pruned(conn, stats, terms, k) == reference(conn, terms, k), (q, k)
+    for q in queries[:100]:
+        out = g.search("scifact", q, top_k=100)
+        assert isinstance(out, Searched)
+        assert [(h.passage.id, h.score) for h in out.hits] == guarded_reference(path, q, 100)
+    g.close()
+
+
+# -- hits built without validation ----------------------------------------------------------
+
+
+def test_fast_hits_are_the_models_pydantic_would_build() -> None:
+    p = Passage.create(
+        "Some text about alpha.", "mem://a/1", start=3, metadata={"n": 1, "ok": True}
+    )
+    row = (
+        p.id,
+        p.text,
+        p.source.model_dump_json(exclude_none=True),
+        None,
+        3,
+        p.end,
+        '{"n": 1, "ok": true}',
+    )
+    q = passage_from_row(row)
+    assert q == p and q.model_fields_set == p.model_fields_set
+    assert q.model_dump_json() == p.model_dump_json()
+    slow = Hit.model_construct(rank=2, score=1.5, score_scale="s", passage=q, untrusted=True)
+    fast = make_hit(2, 1.5, "s", q)
+    assert fast == slow and fast.model_fields_set == slow.model_fields_set
+    assert fast.model_dump_json() == slow.model_dump_json()
+    assert Hit.model_validate_json(fast.model_dump_json()) == fast
+    with pytest.raises(Exception):
+        fast.rank = 3  # type: ignore[misc]
+    altered = passage_from_row((p.id, "tampered", *row[2:]))
+    assert altered.expected_id() != altered.id  # still built; the guard refuses to serve it
+    assert math.isfinite(fast.score)
+
+
+def test_no_pruning_below_the_size_threshold_and_with_filters(guard: Guard) -> None:
+    rng = random.Random(11)
+    guard.add("small", passages(rng, 30, "s"))
+    out = guard.search("small", "w0 w1 w5", top_k=5)
+    assert isinstance(out, Searched) and len(out.hits) == 5
+    out = guard.search("small", "w0 w1 w5", top_k=5, filters={"nope": 1})
+    assert out.code == "NO_MATCH"
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=8))
+def test_any_terms_prune_to_the_same_answer(words: list[str]) -> None:
+    rng = random.Random(5)
+    conn = new_index()
+    insert(
+        conn,
+        [zipf_doc(rng, rng.randint(1, 25)) + " " + " ".join(words[: i % 3]) for i in range(150)],
+    )
+    terms = query_terms(" ".join(words + ["w0", "w3", "w20"]))
+    stats = pruning.TermStats()
+    for k in (1, 7, 60):
+        assert pruned(conn, stats, terms, k) == reference(conn, terms, k)
