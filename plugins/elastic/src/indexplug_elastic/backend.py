@@ -1,0 +1,256 @@
+"""The ``elastic`` backend: indexplug indexes as Elasticsearch 8 indices.
+
+One indexplug index is one Elasticsearch index named ``<prefix><name>`` whose mapping carries
+indexplug's mark and facts in ``_meta`` (see :mod:`indexplug_elastic.mapping`).  The pieces:
+
+* :mod:`~indexplug_elastic.options` validates the settings; :mod:`~indexplug_elastic.connection`
+  makes the client lazily (making a backend never connects) and answers readiness;
+* :mod:`~indexplug_elastic.context` holds what the ops share, including each index's facts;
+* :mod:`~indexplug_elastic.writes` adds (with :mod:`~indexplug_elastic.bulk`),
+  :mod:`~indexplug_elastic.reads` searches (with :mod:`~indexplug_elastic.search`), and
+  :mod:`~indexplug_elastic.failures` turns every error into a typed outcome;
+* this module ties them into the five ops, ``op_drop`` and the kit's ``tamper`` hook.
+
+Every request is bounded by what is left of the op's deadline (the client's request timeout,
+and the server-side ``timeout`` of searches and writes), so an op answers ``IndexTimeout``
+itself instead of being abandoned by the guard.  Every write is refreshed before it returns:
+an ``INDEXED`` answer means a search started afterwards sees the passages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import orjson
+from elasticsearch import ApiError
+from indexplug.deadlines import Deadline
+from indexplug.outcomes import (
+    AddOutcome,
+    IndexFailed,
+    IndexStatus,
+    Removed,
+    RemoveOutcome,
+    SearchOutcome,
+    StatusOutcome,
+)
+from indexplug.passages import MetadataValue, Passage
+from indexplug.protocols import Capabilities, Embedder, Granularity, Readiness
+
+from indexplug_elastic import bulk, reads, writes
+from indexplug_elastic.connection import Connection
+from indexplug_elastic.context import Context
+from indexplug_elastic.documents import filter_term
+from indexplug_elastic.failures import Failure, classify, failure, is_index_missing, late
+from indexplug_elastic.mapping import FILTERS, PROV, TERMS, TEXT, VECTOR, ForeignIndex
+from indexplug_elastic.options import ElasticOptions, parse_options
+from indexplug_elastic.search import SCALES
+
+T = TypeVar("T")
+
+DESCRIPTION = (
+    "Elasticsearch 8 (a node or a cluster): BM25 with English analysis, approximate kNN and "
+    "RRF hybrid search."
+)
+
+
+class ElasticBackend:
+    """See the module docstring and ``docs/backends/elastic.md`` for every option."""
+
+    name = "elastic"
+    description = DESCRIPTION
+
+    def __init__(
+        self,
+        options: Mapping[str, Any] | ElasticOptions | None = None,
+        *,
+        embedder_factory: Callable[[str], Embedder] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.opts = options if isinstance(options, ElasticOptions) else parse_options(options or {})
+        self.mode = self.opts.search_mode
+        self.score_scale = SCALES[self.mode]
+        self.capabilities = Capabilities(
+            filters=True,
+            deletion=True,
+            persistence=True,
+            concurrent_writers=True,
+            multiprocess_writers=True,
+            server=True,
+            dense=self.opts.embedder is not None,
+        )
+        self._cx = Context(self.opts, Connection(self.opts, environ), embedder_factory)
+
+    def es_index(self, index: str) -> str:
+        """The Elasticsearch index behind ``index``."""
+        return self._cx.es_index(index)
+
+    def readiness(self) -> Readiness:
+        ready = self._cx.conn.ping()
+        if not ready.ready or not self.opts.embedder:
+            return ready
+        try:
+            return self._cx.embedder().readiness()
+        except Exception as exc:
+            return Readiness.no(f"embedder {self.opts.embedder}: {type(exc).__name__}: {exc}")
+
+    def close(self) -> None:
+        self._cx.conn.close()
+
+    def _guarded(
+        self, index: str, doing: str, deadline: Deadline, op: Callable[[], T]
+    ) -> T | Failure:
+        """Run ``op`` with the rules every op shares: late is a timeout, a foreign index a
+        failure, and any exception the outcome :func:`~indexplug_elastic.failures.failure`
+        says (with a note when part of a write is known to have reached the server)."""
+        if t := late(index, self.name, deadline, doing):
+            return t
+        try:
+            return op()
+        except ForeignIndex as exc:
+            return self._cx.failed(index, str(exc), "ForeignIndex")
+        except Exception as exc:
+            out = failure(exc, index=index, backend=self.name, deadline=deadline, doing=doing)
+            written = getattr(exc, "partial", None)
+            if written is not None and written.done:
+                note = (
+                    f"; {len(written.done)} passage(s) were stored before that (adding them "
+                    "again reports them as known)"
+                )
+                out = out.model_copy(update={"reason": out.reason + note})
+            return out
+
+    def add(
+        self, index: str, passages: Sequence[Passage], *, max_bytes: int | None, deadline: Deadline
+    ) -> AddOutcome:
+        es_index = self._cx.es_index(index)
+        return self._guarded(
+            index,
+            "adding",
+            deadline,
+            lambda: writes.add(self._cx, index, es_index, passages, max_bytes, deadline),
+        )
+
+    def search(
+        self,
+        index: str,
+        query: str,
+        *,
+        top_k: int,
+        deadline: Deadline,
+        filters: Mapping[str, MetadataValue] | None = None,
+    ) -> SearchOutcome:
+        es_index = self._cx.es_index(index)
+        return self._guarded(
+            index,
+            "searching",
+            deadline,
+            lambda: reads.search(self._cx, index, es_index, query, top_k, filters, deadline),
+        )
+
+    def remove(self, index: str, ids: Sequence[str], *, deadline: Deadline) -> RemoveOutcome:
+        es_index = self._cx.es_index(index)
+
+        def op() -> RemoveOutcome:
+            client = self._cx.conn.within(deadline)
+            if self._cx.meta(client, es_index, deadline, fresh=True) is None:
+                return Removed(index=index, backend=self.name, removed=0, missing_ids=list(ids))
+            result = bulk.delete_ids(
+                client, es_index, ids, timeout=self._cx.server_timeout(deadline), refresh=True
+            )
+            if result.failed:
+                pid, (status, err) = next(iter(result.failed.items()))
+                out = classify(
+                    status, err, index=index, backend=self.name, deadline=deadline, doing="removing"
+                )
+                note = (
+                    f" ({len(result.failed)} id(s) not removed, the first {pid[:12]}…; "
+                    f"{len(result.done)} removed)"
+                )
+                return out.model_copy(update={"reason": out.reason + note})
+            done, gone = set(result.done), set(result.conflict)
+            return Removed(
+                index=index,
+                backend=self.name,
+                removed=len(done),
+                removed_ids=[i for i in ids if i in done],
+                missing_ids=[i for i in ids if i in gone],
+            )
+
+        return self._guarded(index, "removing", deadline, op)
+
+    def status(self, index: str, *, deadline: Deadline) -> StatusOutcome:
+        es_index = self._cx.es_index(index)
+
+        def op() -> StatusOutcome:
+            client = self._cx.conn.within(deadline)
+            meta = self._cx.meta(client, es_index, deadline, fresh=True)
+            if meta is None:
+                return IndexStatus(index=index, backend=self.name, exists=False, passages=0)
+            try:
+                count = int(client.count(index=es_index)["count"])
+            except ApiError as exc:
+                if exc.meta.status != 503 or not self._cx.being_created(client, es_index):
+                    raise
+                count = 0  # a writer is creating it this very moment: it holds nothing yet
+            store = client.indices.stats(index=es_index, metric="store")["indices"][es_index]
+            return IndexStatus(
+                index=index,
+                backend=self.name,
+                exists=True,
+                passages=count,
+                bytes_used=int(store["primaries"]["store"]["size_in_bytes"]),
+                max_bytes=meta.max_bytes,
+                embedder=meta.embedder,
+                details={
+                    "es_index": es_index,
+                    "analysis": f"{meta.analyzer} ({meta.analysis})",
+                    "mode": self.mode,
+                    "bytes_with_replicas": int(store["total"]["store"]["size_in_bytes"]),
+                },
+            )
+
+        return self._guarded(index, "reading the status", deadline, op)
+
+    def op_drop(self, index: str, *, deadline: Deadline) -> IndexStatus | IndexFailed | Any:
+        """Delete the whole Elasticsearch index -- only if indexplug made it."""
+        es_index = self._cx.es_index(index)
+
+        def op() -> IndexStatus:
+            client = self._cx.conn.within(deadline)
+            if self._cx.meta(client, es_index, deadline, fresh=True) is not None:
+                wait = self._cx.server_timeout(deadline)
+                try:
+                    client.indices.delete(index=es_index, timeout=wait, master_timeout=wait)
+                except ApiError as exc:
+                    if not is_index_missing(exc):  # someone else dropped it first: fine
+                        raise
+            self._cx.forget(es_index)
+            return IndexStatus(index=index, backend=self.name, exists=False, passages=0)
+
+        return self._guarded(index, "dropping", deadline, op)
+
+    def tamper(self, index: str, passage_id: str, new_text: str) -> None:
+        """Conformance-kit hook: change a stored passage's text behind the backend's back.
+
+        The document is rewritten with the new text but its old id, provenance and vector, and
+        with the terms of both texts, so the searches that found it still do and the guard
+        gets to see (and refuse) a passage whose text no longer matches its id.
+        """
+        es_index = self._cx.es_index(index)
+        deadline = Deadline.after(30.0)
+        client = self._cx.conn.within(deadline)
+        meta = self._cx.meta(client, es_index, deadline, fresh=True)
+        if meta is None:
+            raise LookupError(f"index {index} does not exist")
+        old = client.get(index=es_index, id=passage_id)["_source"]
+        doc: dict[str, Any] = {key: old[key] for key in old}
+        doc[TEXT] = new_text
+        if meta.analysis == "client":
+            doc[TERMS] = self._cx.analysis.analyze(f"{old[TEXT]} {new_text}")
+        if meta.embedder is not None and self.opts.embedder:
+            vec = self._cx.embedder().embed_documents([old[TEXT]], Granularity.TEXT)[0]
+            doc[VECTOR] = [float(x) for x in vec]
+        prov = orjson.loads(old[PROV])
+        doc[FILTERS] = [filter_term(k, v) for k, v in (prov.get("metadata") or {}).items()]
+        client.index(index=es_index, id=passage_id, document=doc, refresh=True)

@@ -1,0 +1,144 @@
+"""The client, made lazily from the settings, and the readiness check.
+
+Why lazily: ``indexplug backends`` makes every installed backend to ask whether it is ready,
+and a configuration may name a cluster that is down.  Making a backend must therefore never
+touch the network (nor read credentials, which may be set only where ops actually run); the
+first op or :meth:`Connection.ping` builds the client.
+
+Why the deadline shapes every request: an op gets an absolute deadline, and the client's own
+``request_timeout`` is a per-request constant.  :meth:`Connection.within` returns a view of the
+same client (same connection pool) whose timeout is what is left of the deadline, so no request
+can outlive its op.  Retries go to another node on connection errors (fail-over in a cluster),
+never on timeouts (which would double the time spent) nor on error statuses (which are answers).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from elastic_transport import ConnectionError as TransportConnectionError
+from elastic_transport import ConnectionTimeout
+from elasticsearch import ApiError, Elasticsearch
+from elasticsearch.serializer import OrjsonSerializer
+from indexplug.deadlines import Deadline
+from indexplug.protocols import Readiness
+
+from indexplug_elastic.failures import transport_reason
+from indexplug_elastic.options import ElasticOptions
+
+MIN_REQUEST_S = 0.01
+"""Shortest request timeout handed to the client (it refuses zero)."""
+
+
+class CredentialsError(RuntimeError):
+    """An environment variable named by the settings is missing or empty."""
+
+
+def credentials(opts: ElasticOptions, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Client keyword arguments for authentication, read from the named variables."""
+    env = os.environ if environ is None else environ
+
+    def read(var: str, option: str) -> str:
+        value = env.get(var, "")
+        if not value:
+            raise CredentialsError(f"environment variable {var} (named by {option}) is not set")
+        return value
+
+    if opts.api_key_env:
+        return {"api_key": read(opts.api_key_env, "api_key_env")}
+    if opts.username_env and opts.password_env:
+        return {
+            "basic_auth": (
+                read(opts.username_env, "username_env"),
+                read(opts.password_env, "password_env"),
+            )
+        }
+    return {}
+
+
+class Connection:
+    """One client per backend instance, shared by its threads (the client is thread-safe)."""
+
+    def __init__(self, opts: ElasticOptions, environ: Mapping[str, str] | None = None) -> None:
+        self.opts = opts
+        self._environ = environ
+        self._client: Elasticsearch | None = None
+        self._lock = threading.Lock()
+
+    def client(self) -> Elasticsearch:
+        with self._lock:
+            if self._client is None:
+                o = self.opts
+                kwargs: dict[str, Any] = credentials(o, self._environ)
+                if o.ca_certs:
+                    kwargs["ca_certs"] = o.ca_certs
+                if any(h.startswith("https://") for h in o.hosts):
+                    kwargs["verify_certs"] = o.verify_certs
+                    if not o.verify_certs:
+                        kwargs["ssl_show_warn"] = False
+                self._client = Elasticsearch(
+                    list(o.hosts),
+                    request_timeout=o.request_timeout,
+                    max_retries=max(2, len(o.hosts)),
+                    retry_on_timeout=False,
+                    # A 503 ("no master", "no shard copy") is an answer to report, not to retry
+                    # on another node: a retry that then meets a stopped node would turn the
+                    # real reason into "connection refused".  Connection errors still fail over.
+                    retry_on_status=(),
+                    # orjson parses search responses (100 passages of text) several times
+                    # faster than the standard library; it is a dependency of this plugin.
+                    serializer=OrjsonSerializer(),
+                    **kwargs,
+                )
+            return self._client
+
+    def within(self, deadline: Deadline) -> Elasticsearch:
+        """The client with a request timeout no longer than what is left of ``deadline``."""
+        left = min(self.opts.request_timeout, deadline.remaining())
+        return self.client().options(request_timeout=max(MIN_REQUEST_S, left))
+
+    def ping(self) -> Readiness:
+        """Ready when a node answers cluster health and a master is elected.
+
+        ``GET /`` (the client's ``ping``) is not used: distributions without the ``rest-root``
+        module (the integ-test-zip) do not serve it.  Health needs a master, which is what
+        writes need too; a cluster without one is not ready, with that reason.
+        """
+        hosts = ", ".join(self.opts.hosts)
+        timeout = self.opts.ready_timeout
+        try:
+            client = self.client().options(request_timeout=timeout)
+            # The server gives up on finding a master before the client gives up on the server,
+            # so "no elected master" is reported as such, not as a silent node.
+            health = client.cluster.health(master_timeout=f"{max(1, int(timeout * 600))}ms")
+        except CredentialsError as exc:
+            return Readiness.no(str(exc))
+        except ConnectionTimeout:
+            return Readiness.no(f"no answer from {hosts} within {timeout:g}s")
+        except TransportConnectionError as exc:
+            return Readiness.no(f"cannot connect to {hosts}: {transport_reason(exc)}")
+        except ApiError as exc:
+            status = exc.meta.status
+            if status in (401, 403):
+                return Readiness.no(f"{hosts} refused the credentials (HTTP {status})")
+            if status == 503 or "master_not_discovered" in str(exc):
+                return Readiness.no(f"the cluster at {hosts} has no elected master")
+            return Readiness.no(f"cluster health at {hosts} failed: HTTP {status} {exc.message}")
+        except Exception as exc:  # anything else: not ready, and why
+            return Readiness.no(
+                f"cannot reach {hosts}: {type(exc).__name__}: {transport_reason(exc)}"
+            )
+        if health.get("timed_out"):
+            return Readiness.no(f"the cluster at {hosts} did not answer health in time")
+        return Readiness.yes()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                try:
+                    self._client.close()
+                finally:
+                    self._client = None

@@ -1,0 +1,99 @@
+"""A passage as an Elasticsearch document, and back.
+
+The document id is the passage id (its content address), so adding a passage twice is
+recognised by the server itself (``op_type=create`` answers 409 for a known id) and removal is
+by id.  Serialisation uses orjson: on a bulk add it is most of the client's own CPU time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import orjson
+from indexplug.passages import MetadataValue, Passage
+
+from indexplug_elastic.analysis import EnglishAnalysis
+from indexplug_elastic.mapping import FILTERS, PROV, TERMS, TEXT, VECTOR
+
+LONG_VALUE = 256
+"""Metadata values longer than this are filtered on by their SHA-256 (a keyword term is limited
+to 32 KiB, and nobody types a long value into a filter by hand anyway)."""
+
+
+def filter_term(key: str, value: MetadataValue) -> str:
+    """One metadata entry as one keyword: ``key NUL type:value``.
+
+    The type tag keeps equality strict (``True``, ``1``, ``1.0`` and ``"1"`` differ, as they do
+    for the kit's filter check); ``repr`` of a float round-trips exactly.
+    """
+    if isinstance(value, bool):
+        typed = f"b:{'true' if value else 'false'}"
+    elif isinstance(value, int):
+        typed = f"i:{value}"
+    elif isinstance(value, float):
+        typed = f"f:{value!r}"
+    else:
+        typed = f"s:{value}"
+    if len(typed) > LONG_VALUE:
+        digest = hashlib.sha256(typed[2:].encode("utf-8", "surrogatepass")).hexdigest()
+        typed = f"{typed[:2]}sha256:{digest}"
+    return f"{key}\x00{typed}"
+
+
+def provenance(p: Passage) -> str:
+    """Everything but the text, as the JSON string stored in ``prov``."""
+    return orjson.dumps(
+        {
+            "source": p.source.model_dump(mode="json", exclude_none=True),
+            "start": p.start,
+            "end": p.end,
+            "document_sha256": p.document_sha256,
+            "metadata": p.metadata,
+        }
+    ).decode("utf-8")
+
+
+def document(
+    p: Passage, *, analysis: EnglishAnalysis | None, vector: np.ndarray | None = None
+) -> dict[str, Any]:
+    """The ``_source`` sent for ``p`` (``terms`` only with client analysis)."""
+    doc: dict[str, Any] = {
+        TEXT: p.text,
+        PROV: provenance(p),
+        FILTERS: [filter_term(k, v) for k, v in p.metadata.items()],
+    }
+    if analysis is not None:
+        doc[TERMS] = analysis.analyze(p.text)
+    if vector is not None and _usable(vector):
+        doc[VECTOR] = vector
+    return doc
+
+
+def _usable(vector: np.ndarray) -> bool:
+    """Cosine similarity is undefined for a zero vector (Elasticsearch rejects the document);
+    such a passage (no words the embedder knows) is indexed for BM25 only."""
+    norm = float(np.linalg.norm(vector))
+    return norm > 0 and math.isfinite(norm)
+
+
+def dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def passage_from_source(doc_id: str, source: Mapping[str, Any]) -> Passage:
+    """Rebuild the passage stored under ``doc_id`` without checking its id: the guard compares
+    id and content, so a document altered behind our back is reported, not served."""
+    prov = orjson.loads(source[PROV])
+    return Passage.from_stored(
+        id=doc_id,
+        text=source[TEXT],
+        source=prov["source"],
+        start=prov["start"],
+        end=prov["end"],
+        document_sha256=prov.get("document_sha256"),
+        metadata=prov.get("metadata") or None,
+    )

@@ -1,0 +1,112 @@
+"""Searching: one ``_msearch`` per query, then ranks (and fusion) into hits.
+
+See :mod:`indexplug_elastic.search` for the request bodies and reciprocal rank fusion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from indexplug.deadlines import Deadline
+from indexplug.outcomes import Hit, IndexEmpty, IndexTimeout, NoMatch, Searched, SearchOutcome
+from indexplug.passages import MetadataValue
+from indexplug.protocols import Granularity
+
+from indexplug_elastic import search as q
+from indexplug_elastic.context import Context
+from indexplug_elastic.documents import passage_from_source
+from indexplug_elastic.failures import classify, is_index_missing
+
+
+def search(
+    cx: Context,
+    index: str,
+    es_index: str,
+    query: str,
+    top_k: int,
+    filters: Mapping[str, MetadataValue] | None,
+    deadline: Deadline,
+) -> SearchOutcome:
+    scale = q.SCALES[cx.mode]
+    client = cx.conn.within(deadline)
+    meta = cx.meta(client, es_index, deadline, fresh=False)
+    if meta is None:
+        return IndexEmpty(index=index, backend=cx.name)
+    problem = cx.embedder_problem(meta, writing=False)
+    if problem:
+        return cx.failed(index, problem, "EmbedderMismatch")
+    window = top_k if cx.mode == "bm25" else max(top_k, cx.opts.rank_window)
+    ms = cx.ms(deadline)
+    bodies: list[dict[str, Any]] = []
+    legs: list[str] = []
+    if cx.mode in ("bm25", "hybrid"):
+        text = query
+        if meta.analysis == "client":
+            text = " ".join(cx.analysis.terms(query)[: q.MAX_QUERY_TERMS])
+        if text.strip():
+            bodies.append(
+                q.lexical_body(meta.search_field, text, size=window, filters=filters, timeout_ms=ms)
+            )
+            legs.append("bm25")
+    if cx.mode in ("knn", "hybrid"):
+        vector = cx.embedder().embed_query(query, Granularity.TEXT)
+        if np.any(vector):
+            bodies.append(q.knn_body(vector, k=window, filters=filters, timeout_ms=ms))
+            legs.append("knn")
+    bodies.append(q.count_body(ms))
+    client = cx.conn.within(deadline)
+    resp = client.msearch(searches=q.msearch_lines(es_index, bodies))
+    answers = resp["responses"]
+    for answer in answers:
+        if "error" in answer:
+            if is_index_missing(answer):
+                cx.forget(es_index)
+                return IndexEmpty(index=index, backend=cx.name)
+            if answer.get("status") == 503 and cx.being_created(client, es_index):
+                return IndexEmpty(index=index, backend=cx.name)
+            return classify(
+                answer.get("status"),
+                answer,
+                index=index,
+                backend=cx.name,
+                deadline=deadline,
+                doing="searching",
+            )
+        if answer.get("timed_out"):
+            return IndexTimeout(
+                index=index,
+                backend=cx.name,
+                deadline_s=deadline.seconds,
+                reason="the search ran past its deadline on the server (timed_out)",
+            )
+    count = int(answers[-1]["hits"]["total"]["value"])
+    if count == 0:
+        return IndexEmpty(index=index, backend=cx.name)
+    ranked_legs = [q.ranked(answers[i], cosine=(leg == "knn")) for i, leg in enumerate(legs)]
+    if cx.mode == "hybrid":
+        results = q.rrf(ranked_legs, k=cx.opts.rrf_k, top_k=top_k)
+    else:
+        results = ranked_legs[0][:top_k] if ranked_legs else []
+    if not results:
+        return NoMatch(index=index, backend=cx.name, searched=count)
+    hits = [
+        Hit.model_construct(
+            rank=n,
+            score=r.score,
+            score_scale=scale.name,
+            passage=passage_from_source(r.doc_id, r.source),
+            untrusted=True,
+        )
+        for n, r in enumerate(results, start=1)
+    ]
+    # The count is a separate search of the same request: a write landing between the two
+    # could make it smaller than the hits; the index held at least as many as it returned.
+    return Searched(
+        index=index,
+        backend=cx.name,
+        hits=hits,
+        searched=max(count, len(hits)),
+        scale=scale,
+    )

@@ -1,0 +1,69 @@
+"""The conformance kit against a real single node and a real two-node cluster.
+
+Making the backend unavailable stops the node(s); restoring starts them again on the same ports
+and data, so the outage check also proves that the *same* backend instance recovers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from indexplug import Guard
+from indexplug.plugins import get_registry
+from indexplug.testing import BackendConformance, BackendFactory
+from indexplug_elastic.backend import ElasticBackend
+from indexplug_elastic.testing.server import EsCluster
+
+
+class _ElasticConformance(BackendConformance):
+    """Shared by both topologies; a subclass says which cluster (``cluster`` fixture)."""
+
+    @pytest.fixture
+    def options(
+        self, cluster: EsCluster, es_cleanup: Callable[[EsCluster, str], None]
+    ) -> Iterator[dict[str, object]]:
+        prefix = f"kit{uuid.uuid4().hex[:8]}-"
+        yield {"hosts": cluster.urls, "prefix": prefix}
+        es_cleanup(cluster, prefix)
+
+    @pytest.fixture
+    def backend(self, options: dict[str, object]) -> Iterator[Guard]:
+        guard = Guard(ElasticBackend(options, embedder_factory=get_registry().embedder))
+        yield guard
+        guard.close()
+
+    @pytest.fixture
+    def backend_factory(self, options: dict[str, object], tmp_path: Path) -> BackendFactory:
+        return BackendFactory("elastic", str(tmp_path), options)
+
+    @pytest.fixture
+    def make_backend_unavailable(self, cluster: EsCluster) -> Callable[[], None]:
+        def down() -> None:
+            for i in reversed(range(len(cluster.nodes))):
+                cluster.stop_node(i)
+
+        return down
+
+    @pytest.fixture
+    def restore_backend(self, cluster: EsCluster) -> Callable[[], None]:
+        def up() -> None:
+            for i in range(len(cluster.nodes)):
+                cluster.start_node(i)
+            cluster.wait_for("green", timeout=120)
+
+        return up
+
+
+class TestSingleNodeConformance(_ElasticConformance):
+    @pytest.fixture
+    def cluster(self, es_single: EsCluster) -> EsCluster:
+        return es_single
+
+
+class TestTwoNodeClusterConformance(_ElasticConformance):
+    @pytest.fixture
+    def cluster(self, es_pair: EsCluster) -> EsCluster:
+        return es_pair
