@@ -370,3 +370,18 @@ def test_searched_follows_writes_of_any_instance(make_guard: MakeGuard) -> None:
     assert reader.search("docs", "otters").searched == 7  # type: ignore[union-attr]
     writer.remove("docs", [p.id for p in corpus(4)])
     assert reader.search("docs", "otters").searched == 3  # type: ignore[union-attr]
+
+
+def test_a_cached_count_never_decides_an_answer(make_guard: MakeGuard, tmp_path: Path) -> None:
+    """Writes made around indexplug (a raw chromadb client) are not seen in the count until
+    it expires, but emptiness is always checked against Chroma itself."""
+    g = make_guard(count_ttl_s=60)
+    ps = corpus(5)
+    g.add("docs", ps)
+    assert g.search("docs", "otters").searched == 5  # type: ignore[union-attr]
+    backend = g.backend
+    with backend._store.use("docs") as client:
+        backend._store.get(client, "docs").delete(ids=[p.id for p in ps])  # behind our back
+    assert isinstance(g.search("docs", "otters"), IndexEmpty)
+    exact = make_guard(count_ttl_s=0)
+    assert isinstance(exact.search("docs", "otters"), IndexEmpty)

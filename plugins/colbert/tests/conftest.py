@@ -29,6 +29,21 @@ def corpus(n: int, prefix: str = "doc", words: int = 12) -> list[Passage]:
     ]
 
 
+def random_corpus(n: int, *, words: int = 20, vocab: int = 600, seed: int = 0) -> list[Passage]:
+    """``n`` passages of random made-up words (few ties, unlike :func:`corpus`)."""
+    import random
+
+    rng = random.Random(seed)
+    lexicon = [
+        "".join(rng.choice("bcdfghklmnprstvz") + rng.choice("aeiou") for _ in range(3))
+        for _ in range(vocab)
+    ]
+    return [
+        Passage.create(" ".join(rng.choice(lexicon) for _ in range(words)), f"mem://rand/{i}")
+        for i in range(n)
+    ]
+
+
 @pytest.fixture(autouse=True)
 def _private_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Keep the embedding cache (``<indexplug home>/embedcache``) inside the test's folder."""

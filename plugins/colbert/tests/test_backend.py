@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import corpus
+from conftest import corpus, random_corpus
 from indexplug import (
     Guard,
     Indexed,
@@ -310,7 +310,7 @@ def test_measured_check_refuses_when_the_projection_passes(
 ) -> None:
     import indexplug_colbert.engines.native as native
 
-    monkeypatch.setattr(native, "projected_segment_bytes", lambda *a, **k: 0)
+    monkeypatch.setattr(native, "projected_bytes", lambda *a, **k: 0)
     g = make()
     g.add("docs", corpus(2), max_bytes=60_000)
     home = tmp_path / "home" / "docs"
@@ -523,3 +523,95 @@ def test_settings_are_checked(tmp_path: Path) -> None:
         ColbertBackend(tmp_path, {"nprobes": 4})
     with pytest.raises(ValueError, match="candidates"):
         ColbertBackend(tmp_path, {"candidates": 0})
+
+
+# -- candidate generation ---------------------------------------------------------------
+
+
+def test_codebooks_are_shared_and_retrained_when_outgrown(make: Make, tmp_path: Path) -> None:
+    g = make(codebook_min_tokens=64)
+    g.add("docs", corpus(10, "a"))  # 130 tokens: trains the first codebook
+    g.add("docs", corpus(10, "b"))  # coded with it, no training
+    st = g.status("docs")
+    assert st.details["codebooks"] == [{"k": 32, "trained_on": 130}]  # type: ignore[union-attr]
+    g.add("docs", corpus(60, "c"))  # 780 tokens >= 4 x 130: a new, larger codebook
+    st = g.status("docs")
+    assert [c["trained_on"] for c in st.details["codebooks"]] == [130, 780]  # type: ignore[union-attr]
+    assert st.details["coded_segments"] == 3  # type: ignore[union-attr]
+    store = tmp_path / "home" / "docs" / "native"
+    assert len(list(store.glob("cb-*"))) == 2
+    rebuilt = g.call_extra("rebuild", "docs")
+    assert isinstance(rebuilt, IndexStatus)
+    assert [c["trained_on"] for c in rebuilt.details["codebooks"]] == [1040]
+    assert len(list(store.glob("cb-*"))) == 1
+
+
+def test_candidate_generation_agrees_with_exhaustive_maxsim(make: Make) -> None:
+    ps = random_corpus(400)
+    approx = make(codebook_min_tokens=500, candidates=40, reach_pool=120)
+    for b in range(0, 400, 100):
+        approx.add("docs", ps[b : b + 100])
+    st = approx.status("docs")
+    assert isinstance(st, IndexStatus) and st.details["coded_segments"] == 4
+    exact = make(exhaustive=True)
+    overlap = total = 0
+    for i in range(0, 400, 20):
+        query = " ".join(ps[i].text.split()[5:12])
+        got, ref = approx.search("docs", query, top_k=10), exact.search("docs", query, top_k=10)
+        assert isinstance(got, Searched) and isinstance(ref, Searched)
+        want = {h.passage.id: h.score for h in ref.hits}
+        for h in got.hits:  # a passage found both ways has the same, exact score
+            if h.passage.id in want:
+                assert h.score == pytest.approx(want[h.passage.id], abs=1e-5)
+        overlap += len(set(want) & {h.passage.id for h in got.hits})
+        total += len(want)
+        assert got.hits[0].score == pytest.approx(ref.hits[0].score, abs=1e-5)
+    # random words hashed to nearly orthogonal vectors are a hard case for centroids; the
+    # quality on real text is measured by bench/exhaustive_recall.py
+    assert overlap / total >= 0.75
+
+
+KILLED_WRITER = """
+import sys, time
+from pathlib import Path
+from indexplug import Guard, Passage, get_registry
+from indexplug_colbert import ColbertBackend
+import indexplug_colbert.store as store
+
+def stuck(self, manifest):
+    sys.stdout.write("staged\\n"); sys.stdout.flush()
+    time.sleep(60)
+
+store.Store.commit = stuck
+g = Guard(ColbertBackend(Path(sys.argv[1]), {}, get_registry().embedder))
+g.add("crash", [Passage.create(f"killed write {i}", f"mem://k/{i}") for i in range(50)],
+      deadline_s=120)
+"""
+
+
+def test_a_writer_killed_before_its_commit_leaves_the_index_as_before(
+    make: Make, tmp_path: Path
+) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    g = make()
+    assert isinstance(g.add("crash", corpus(7)), Indexed)
+    before = g.search("crash", "alpha killed", top_k=20)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WRITER, str(tmp_path / "home")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "staged"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    after = g.search("crash", "alpha killed", top_k=20)
+    assert isinstance(after, Searched) and isinstance(before, Searched)
+    assert [h.passage.id for h in after.hits] == [h.passage.id for h in before.hits]
+    assert g.status("crash").passages == 7  # type: ignore[union-attr]
+    # the next write sweeps what the killed writer staged, and the lock it held is free again
+    assert isinstance(g.add("crash", corpus(3, "after"), deadline_s=30), Indexed)
+    assert len(list((tmp_path / "home" / "crash" / "native").glob("seg-*"))) == 1

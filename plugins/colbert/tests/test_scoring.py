@@ -52,39 +52,62 @@ def test_top_k_orders_best_first_and_breaks_ties_by_position() -> None:
     assert top_k(s[:0], 3).tolist() == []
 
 
-def test_inverted_lists_list_each_passage_once_per_centroid() -> None:
+def test_segment_lists_map_both_ways_without_repeats() -> None:
     codes = np.array([0, 2, 0, 1, 1, 2, 2], dtype=np.int32)
     offsets = np.array([0, 3, 3, 5, 7], dtype=np.int64)  # passage 1 has no tokens
-    lists, docs = cg.inverted_lists(codes, offsets, 4)
-    got = {c: docs[lists[c] : lists[c + 1]].tolist() for c in range(4)}
-    assert got == {0: [0], 1: [2], 2: [0, 3], 3: []}
+    m = cg.segment_lists(codes, offsets, 4)
+    lists = {c: m.list_docs[m.list_offsets[c] : m.list_offsets[c + 1]].tolist() for c in range(4)}
+    assert lists == {0: [0], 1: [2], 2: [0, 3], 3: []}
+    docs = {d: m.doc_codes[m.doc_offsets[d] : m.doc_offsets[d + 1]].tolist() for d in range(4)}
+    assert docs == {0: [0, 2], 1: [], 2: [1], 3: [2]}
 
 
-def test_approximate_is_centroid_interaction_over_probed_centroids() -> None:
-    rng = np.random.default_rng(3)
+def _segment(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
     lengths = rng.integers(1, 12, size=40)
     offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
     vectors = unit(rng, int(offsets[-1]))
-    book = cg.build_codebook(
-        vectors, offsets, per_sqrt=2.0, iterations=4, sample_per_centroid=16, seed=0
-    )
-    codes = cg.assign(vectors, book.centroids)
-    q = unit(rng, 3)
-    nprobe = 3
-    docs, approx = cg.approximate(q, book, nprobe, None)
-    sims = q @ book.centroids.T
-    probed = set(np.argsort(-sims, axis=1)[:, :nprobe].ravel().tolist())
-    want = {}
-    for d in range(len(lengths)):
-        mine = set(codes[offsets[d] : offsets[d + 1]].tolist()) & probed
-        if mine:
-            want[d] = sum(max(sims[i, c] for c in mine) for i in range(len(q)))
-    assert docs.tolist() == sorted(want)
-    assert approx.tolist() == pytest.approx([want[d] for d in docs.tolist()], abs=1e-5)
-    alive = np.ones(len(lengths), dtype=bool)
+    centroids = cg.train_centroids(vectors, 16, iterations=4, sample_per_centroid=16, seed=0)
+    return offsets, vectors, centroids, cg.assign(vectors, centroids)
+
+
+def test_reach_and_interaction_follow_their_definitions() -> None:
+    offsets, _, centroids, codes = _segment(3)
+    lists = cg.segment_lists(codes, offsets, len(centroids))
+    q = unit(np.random.default_rng(9), 3)
+    p = cg.probe(q, centroids, 2)
+    sims = q @ centroids.T
+    assert set(p.probed.tolist()) == set(np.argsort(-sims, axis=1)[:, :2].ravel().tolist())
+    docs, cheap = cg.reach(p, lists, None)
+    probed = set(p.probed.tolist())
+    want_cheap, want_full = {}, {}
+    for d in range(len(offsets) - 1):
+        mine = set(codes[offsets[d] : offsets[d + 1]].tolist())
+        want_full[d] = sum(max(sims[i, c] for c in mine) for i in range(len(q)))
+        if mine & probed:
+            want_cheap[d] = sum(max(sims[i, c] for c in mine & probed) for i in range(len(q)))
+    assert docs.tolist() == sorted(want_cheap)
+    assert cheap.tolist() == pytest.approx([want_cheap[d] for d in docs.tolist()], abs=1e-5)
+    every = np.arange(len(offsets) - 1)
+    full = cg.interaction(p, lists, every)
+    assert full.tolist() == pytest.approx([want_full[d] for d in every.tolist()], abs=1e-5)
+    # full interaction is never below the cheap one: it sees every centroid of the passage
+    assert (full[docs] >= cheap - 1e-6).all()
+    alive = np.ones(len(offsets) - 1, dtype=bool)
     alive[docs[:2]] = False
-    docs2, _ = cg.approximate(q, book, nprobe, alive)
+    docs2, _ = cg.reach(p, lists, alive)
     assert set(docs2.tolist()) == set(docs.tolist()) - set(docs[:2].tolist())
+
+
+def test_centroid_interaction_approximates_maxsim() -> None:
+    offsets, vectors, centroids, codes = _segment(5)
+    lists = cg.segment_lists(codes, offsets, len(centroids))
+    q = unit(np.random.default_rng(11), 4)
+    approx = cg.interaction(cg.probe(q, centroids, 4), lists, np.arange(len(offsets) - 1))
+    exact = maxsim_blocks(
+        q, [quantize(vectors[offsets[d] : offsets[d + 1]]) for d in range(len(offsets) - 1)]
+    )
+    assert np.corrcoef(approx, exact)[0, 1] > 0.5
 
 
 def test_codebook_size_grows_with_the_square_root() -> None:

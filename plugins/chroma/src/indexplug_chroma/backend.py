@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -114,7 +113,6 @@ class ChromaBackend:
         self._max_batch: int | None = None
         self._handles: dict[str, tuple[Any, Any]] = {}
         """index -> (client, collection) for searches (see :meth:`_search_handle`)."""
-        self._executor: ThreadPoolExecutor | None = None
 
     # -- embedder ----------------------------------------------------------------------------
     def embedder(self) -> Embedder:
@@ -171,9 +169,6 @@ class ChromaBackend:
 
     def close(self) -> None:
         self._handles.clear()
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
         self._store.close()
 
     # -- helpers -----------------------------------------------------------------------------
@@ -469,11 +464,15 @@ class ChromaBackend:
         deadline: Deadline,
         filters: Mapping[str, MetadataValue] | None,
     ) -> SearchOutcome:
-        """One search.  The cost that matters is embedding the query, so everything else
-        either is skipped (the collection handle and its embedder check are cached) or
-        overlaps it: in server mode the passage count is a round trip of its own, run
-        alongside the embedding; in embedded mode it is cached between this process's writes
-        (handing it to another thread costs more than it saves on a busy machine)."""
+        """One search: embed the query, one Chroma query, and as little else as possible.
+
+        Embedding the query is the cost that matters, so the rest is cached: the collection
+        handle with its embedder check (never changes for a collection), and the passage count
+        (``count_ttl_s``; forgotten by every write of this process).  The count only names
+        how many passages were searched, so a cached one never decides an answer alone: an
+        index that looks empty is counted again, and a query that finds nothing without a
+        filter means the index is empty now, whatever the cache said.
+        """
         _in_time(deadline, "starting the search")
         if self._store.exists(index) is False:
             return IndexEmpty(index=index, backend=self.name)
@@ -482,15 +481,13 @@ class ChromaBackend:
             coll = self._search_handle(client, index, emb)
             if coll is None:
                 return IndexEmpty(index=index, backend=self.name)
-            if self._store.estimate_sizes:  # a server: count in a round trip of its own
-                counting = self._pool().submit(coll.count)
-                vector = _checked_vector(emb.embed_query(query, Granularity.TEXT), emb)
-                count = int(counting.result(timeout=max(deadline.remaining(), 0.001)))
-            else:  # in process, and cached between writes (see stores.CountCache)
-                count = self._store.count(index, coll)
-                vector = _checked_vector(emb.embed_query(query, Granularity.TEXT), emb)
+            count = self._store.count(index, coll)
             if count == 0:
-                return IndexEmpty(index=index, backend=self.name)
+                self._store.forget_count(index)
+                count = self._store.count(index, coll)
+                if count == 0:
+                    return IndexEmpty(index=index, backend=self.name)
+            vector = _checked_vector(emb.embed_query(query, Granularity.TEXT), emb)
             if not np.any(vector):
                 # The embedder saw nothing in the query (no word it knows): no direction to
                 # rank by, so honestly nothing matches.
@@ -498,15 +495,19 @@ class ChromaBackend:
             _in_time(deadline, "querying Chroma")
             res = coll.query(
                 query_embeddings=[vector],
-                n_results=min(top_k, count),
+                n_results=top_k,
                 where=records.where_clause(filters),
                 include=["documents", "metadatas", "distances"],
             )
         _in_time(deadline, "the results came back")
+        if not (res.get("ids") or [[]])[0] and not filters:
+            self._store.forget_count(index)  # emptied behind the cached count
+            return IndexEmpty(index=index, backend=self.name)
         hits = _hits(res, filters)
         if not hits:
             return NoMatch(index=index, backend=self.name, searched=count)
-        return Searched(index=index, backend=self.name, hits=hits, searched=count, scale=SCALE)
+        searched = max(count, len(hits))  # a count cached before another client's writes
+        return Searched(index=index, backend=self.name, hits=hits, searched=searched, scale=SCALE)
 
     def _search_handle(self, client: Any, index: str, emb: Embedder) -> Any | None:
         """The index's collection, checked against ``emb``; cached for searches.
@@ -525,12 +526,6 @@ class ChromaBackend:
         self._check_embedder(index, coll, emb)
         self._handles[index] = (client, coll)
         return coll
-
-    def _pool(self) -> ThreadPoolExecutor:
-        with self._locks_lock:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(4, thread_name_prefix="indexplug-chroma")
-            return self._executor
 
     def remove(self, index: str, ids: Sequence[str], *, deadline: Deadline) -> RemoveOutcome:
         try:

@@ -91,13 +91,6 @@ def failure_outcome(
         return IndexTimeout(
             index=index, backend=backend, deadline_s=deadline.seconds, reason=str(exc)
         )
-    if isinstance(exc, TimeoutError) and deadline.expired():  # waiting on a step in a thread
-        return IndexTimeout(
-            index=index,
-            backend=backend,
-            deadline_s=deadline.seconds,
-            reason="the deadline passed while counting the passages",
-        )
     if isinstance(exc, WriteLockBusy):
         return IndexTimeout(
             index=index, backend=backend, deadline_s=deadline.seconds, reason=str(exc)

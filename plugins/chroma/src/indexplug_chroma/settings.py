@@ -64,6 +64,9 @@ class ChromaSettings:
     """Embedded mode: index folders kept open at once (each holds threads and files)."""
     ef_search: int | None = None
     """HNSW search breadth for new collections (Chroma's default, 100, when unset)."""
+    count_ttl_s: float = 1.0
+    """How long a search may reuse the passage count it reports as ``searched`` (writes
+    through indexplug in this process refresh it at once); 0 counts on every search."""
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> ChromaSettings:
@@ -87,6 +90,14 @@ class ChromaSettings:
         if port > 65535:
             raise ValueError(f"chroma option port must be at most 65535, got {port}")
         ef = o.get("ef_search")
+        try:
+            count_ttl = float(o.get("count_ttl_s", 1.0))
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"chroma option count_ttl_s must be a number, got {o.get('count_ttl_s')!r}"
+            ) from None
+        if count_ttl < 0:
+            raise ValueError(f"chroma option count_ttl_s must be 0 or more, got {count_ttl}")
         return cls(
             embedder=embedder,
             mode=mode,  # type: ignore[arg-type]
@@ -101,6 +112,7 @@ class ChromaSettings:
             embed_cache_dir=Path(str(cache_dir)).expanduser() if cache_dir else None,
             max_open=_positive("max_open", o.get("max_open", 32), int),
             ef_search=_positive("ef_search", ef, int) if ef is not None else None,
+            count_ttl_s=count_ttl,
         )
 
     @property

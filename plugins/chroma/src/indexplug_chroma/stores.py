@@ -86,8 +86,7 @@ class Store(Protocol):
     def disk_bytes(self, index: str) -> int | None: ...
 
     def count(self, index: str, collection: Any) -> int:
-        """The passages in ``collection`` (for searches: may come from a short-lived cache
-        that every write of this process invalidates)."""
+        """The passages in ``collection``, for searches: possibly from :class:`CountCache`."""
         ...
 
     def forget_count(self, index: str) -> None: ...
@@ -135,25 +134,25 @@ def _create(
 
 
 class CountCache:
-    """Passage counts of embedded indexes, shared by every backend instance of the process.
+    """Passage counts, shared by every backend instance of the process.
 
-    Counting is the dearest step of a search after the query itself (a couple of
-    milliseconds for a few thousand passages), and in embedded mode only this process writes
-    the folder.  So a count is kept for ``ttl_s`` and forgotten by every write through
-    indexplug; a generation number keeps a count read *during* a write from being kept
-    after it.  The time bound covers writes made some other way (a raw chromadb client).
+    Counting is the dearest step of a search after the query itself (milliseconds in
+    process, a round trip to a server), so a count is kept for ``ttl_s`` (the setting
+    ``count_ttl_s``) and forgotten by every write made through indexplug in this process; a
+    generation number keeps a count read *during* a write from being kept after it.  The
+    time bound covers writes made elsewhere (other clients of a server, a raw chromadb
+    client).
     """
 
-    def __init__(self, ttl_s: float = 2.0) -> None:
-        self.ttl_s = ttl_s
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._data: dict[str, tuple[int, int, float]] = {}
         """key -> (generation, count or -1, when counted)"""
 
-    def get(self, key: str, compute: Callable[[], int]) -> int:
+    def get(self, key: str, compute: Callable[[], int], ttl_s: float) -> int:
         with self._lock:
             gen, count, at = self._data.get(key, (0, -1, 0.0))
-        if count >= 0 and time.monotonic() - at < self.ttl_s:
+        if count >= 0 and time.monotonic() - at < ttl_s:
             return count
         fresh = int(compute())
         with self._lock:
@@ -267,7 +266,7 @@ class EmbeddedStore:
         return total
 
     def count(self, index: str, collection: Any) -> int:
-        return COUNTS.get(str(self.folder(index)), collection.count)
+        return COUNTS.get(str(self.folder(index)), collection.count, self.settings.count_ttl_s)
 
     def forget_count(self, index: str) -> None:
         COUNTS.forget(str(self.folder(index)))
@@ -340,11 +339,14 @@ class ServerStore:
     def disk_bytes(self, index: str) -> int | None:
         return None
 
+    def _count_key(self, index: str) -> str:
+        return f"{self.settings.url}/{collection_name(index)}"
+
     def count(self, index: str, collection: Any) -> int:
-        return int(collection.count())  # other clients write too: always ask
+        return COUNTS.get(self._count_key(index), collection.count, self.settings.count_ttl_s)
 
     def forget_count(self, index: str) -> None:
-        pass
+        COUNTS.forget(self._count_key(index))
 
     def heartbeat(self) -> str | None:
         """None when the server answers its heartbeat, else why not (bounded by

@@ -45,8 +45,9 @@ def maxsim_blocks(query: F32, blocks: Sequence[Block]) -> F32:
     keep = np.flatnonzero(lengths)
     if len(keep) == 0:
         return scores
-    codes = np.concatenate([blocks[i].codes for i in keep]).astype(np.float32)
-    scales = np.concatenate([blocks[i].scales for i in keep])
+    kept = [blocks[int(i)] for i in keep]
+    codes = np.concatenate([b.codes for b in kept]).astype(np.float32)
+    scales = np.concatenate([b.scales for b in kept])
     sims = codes @ query.T  # (total tokens, query tokens)
     sims *= scales[:, None]
     starts = np.zeros(len(keep), dtype=np.int64)

@@ -34,7 +34,13 @@ def all_live(snap: Snapshot) -> Pairs:
 
 
 def candidates(
-    snap: Snapshot, query: NDArray[np.float32], *, nprobe: int, reach_pool: int, pool: int
+    snap: Snapshot,
+    query: NDArray[np.float32],
+    *,
+    nprobe: int,
+    reach_pool: int,
+    pool: int,
+    pooled_weight: float,
 ) -> Pairs:
     """Stages 1-4 of :mod:`.candidates` over every coded segment, plus every live passage of the
     small (uncoded) segment, which is scored exactly in full."""
@@ -55,13 +61,17 @@ def candidates(
     if reached:
         pairs = _concat(reached)
         pairs = pairs[top_k(np.concatenate(cheap), max(reach_pool, pool))]
-        refined = np.empty(len(pairs), dtype=np.float32)
+        inter = np.empty(len(pairs), dtype=np.float32)
+        pooled = np.empty(len(pairs), dtype=np.float32)
+        q_pooled = cg.pooled_query(query)
         for s in np.unique(pairs[:, 0]):
             rows = np.flatnonzero(pairs[:, 0] == s)
             seg = snap.views[int(s)].segment
-            assert seg.lists is not None and seg.codebook is not None
-            refined[rows] = cg.interaction(probes[seg.codebook], seg.lists, pairs[rows, 1])
-        sure.append(pairs[top_k(refined, pool)])
+            assert seg.lists is not None and seg.codebook is not None and seg.pooled is not None
+            inter[rows] = cg.interaction(probes[seg.codebook], seg.lists, pairs[rows, 1])
+            pooled[rows] = seg.pooled[pairs[rows, 1]] @ q_pooled
+        combined = cg.standardised(inter) + pooled_weight * cg.standardised(pooled)
+        sure.append(pairs[top_k(combined, pool)])
     return _concat(sure)
 
 

@@ -10,6 +10,7 @@ Files of ``seg-<generation>-<tag>/``::
     records.npy        int64 (passages + 1): byte offsets of those lines
     lists.npy, list_docs.npy, doc_codes.npy, doc_code_offsets.npy
                        the maps into the segment's codebook (segments large enough only)
+    pooled.npy         float32 (passages, dim): each passage's pooled vector (same segments)
     tombstones-<generation>.npy   bool (passages): removed passages, one file per generation
 
 Every file is fsynced before the manifest that lists the segment is written.
@@ -27,14 +28,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from indexplug_colbert.candidates import SegmentLists, assign, segment_lists
+from indexplug_colbert.candidates import SegmentLists, assign, pooled_vectors, segment_lists
 from indexplug_colbert.codec import Block, DequantizedRows
 from indexplug_colbert.manifest import SegmentMeta, StoreError
 
 ID_DTYPE = "S64"
 NPY_HEADER = 128
 """Bytes of an ``.npy`` header (numpy pads it to a multiple of 64; 128 for ours)."""
-LIST_FILES = ("lists.npy", "list_docs.npy", "doc_codes.npy", "doc_code_offsets.npy")
+LIST_FILES = ("lists.npy", "list_docs.npy", "doc_codes.npy", "doc_code_offsets.npy", "pooled.npy")
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def projected_bytes(docs: int, tokens: int, dim: int, record_bytes: int, coded: 
     size = 5 * NPY_HEADER + tokens * (dim + 4) + (docs + 1) * 16 + docs * 64
     size += record_bytes + docs  # one newline per record
     if coded:
-        size += len(LIST_FILES) * NPY_HEADER + tokens * 8 + (docs + 1) * 8
+        size += len(LIST_FILES) * NPY_HEADER + tokens * 8 + (docs + 1) * 8 + docs * dim * 4
     return size
 
 
@@ -155,9 +156,13 @@ def rows(path: Path) -> DequantizedRows:
 
 
 def code_segment(path: Path, centroids: NDArray[np.float32]) -> None:
-    """Assign every token of the segment at ``path`` to a centroid and write both maps."""
-    codes = assign(rows(path), centroids)
-    lists = segment_lists(codes, np.load(path / "offsets.npy"), len(centroids))
+    """Assign every token of the segment at ``path`` to a centroid, write both maps and the
+    passages' pooled vectors."""
+    vectors = rows(path)
+    offsets = np.load(path / "offsets.npy")
+    codes = assign(vectors, centroids)
+    lists = segment_lists(codes, offsets, len(centroids))
+    save(path / "pooled.npy", pooled_vectors(vectors.codes, vectors.scales, offsets))
     save(path / "lists.npy", lists.list_offsets)
     save(path / "list_docs.npy", lists.list_docs)
     save(path / "doc_codes.npy", lists.doc_codes)
@@ -186,7 +191,9 @@ class Segment:
         self._id_order = np.argsort(self.ids, kind="stable")
         self._sorted_ids = self.ids[self._id_order]
         self.lists: SegmentLists | None = None
+        self.pooled: NDArray[np.float32] | None = None
         if meta.codebook is not None:
+            self.pooled = np.load(path / "pooled.npy", mmap_mode="r")
             self.lists = SegmentLists(
                 list_offsets=np.load(path / "lists.npy"),
                 list_docs=np.load(path / "list_docs.npy", mmap_mode="r"),

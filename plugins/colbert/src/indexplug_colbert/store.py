@@ -87,7 +87,7 @@ class Snapshot:
             for i in np.flatnonzero(local >= 0):
                 doc = int(local[i])
                 if view.is_alive(doc):
-                    found.setdefault(ids[i], (s, doc))
+                    found.setdefault(ids[int(i)], (s, doc))
         return found
 
 

@@ -8,8 +8,10 @@ libraries not installed) is reported as *not ready, because ...* instead of brea
   (``indexplug-colbert[ragatouille]``), in ``indexplug_colbert.engines.ragatouille`` as a class
   ``RagatouilleEngine``.
 
-An engine module exposes one class taking ``(settings, embedder_factory)``; see
-:mod:`indexplug_colbert.engines.base` for the contract.
+An engine module exposes one class taking ``(settings, embedder_factory)`` and a module-level
+``OPTIONS`` (the settings it understands); see :mod:`indexplug_colbert.engines.base` for the
+contract.  It must import its heavy libraries lazily (in ``readiness()`` or ``open()``), so that
+importing the module is cheap and a missing library is a not-ready reason, not an import error.
 """
 
 from __future__ import annotations

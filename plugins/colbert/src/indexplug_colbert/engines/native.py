@@ -1,20 +1,20 @@
 """The native engine: MaxSim over any token-level :class:`~indexplug.protocols.Embedder`.
 
-Storage is :mod:`indexplug_colbert.store` (int8 segments, tombstones, one manifest);
-candidate generation is :mod:`indexplug_colbert.candidates` (per-segment centroids, centroid
-interaction); scoring is :mod:`indexplug_colbert.maxsim` (exact MaxSim over the stored vectors).
+Storage is :mod:`indexplug_colbert.store` (int8 segments, tombstones, codebooks, a manifest);
+candidate generation is :mod:`indexplug_colbert.candidates`; scoring is
+:mod:`indexplug_colbert.maxsim`; :mod:`indexplug_colbert.search` runs them over one snapshot.
 It needs numpy only, so with the model-free ``hashing:default`` embedder it runs anywhere.
 
 A search, stage by stage (the deadline is checked between each):
 
 1. embed the query, one vector per token;
-2. segments with a codebook propose candidates with approximate scores; small segments without
-   one contribute every live passage (they are below ``codebook_min_tokens`` by construction);
-3. the best ``candidates`` proposals (at least ``top_k``) are scored by exact MaxSim, read
-   from the memory-mapped vectors;
+2. coded segments propose candidates (probe, reach, centroid interaction); the small uncoded
+   segment, if any, contributes every live passage;
+3. the best ``candidates`` (at least ``top_k``) are scored by exact MaxSim over their stored
+   vectors, read from the memory maps;
 4. the best ``top_k`` exact scores become hits.
 
-When ``top_k`` asks for a large share of the index, or ``exhaustive`` is set, stage 2 is skipped
+When the pool would cover a quarter of the index, or ``exhaustive`` is set, stage 2 is skipped
 and every live passage is scored exactly (the same arithmetic, so results agree).
 """
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,8 @@ from indexplug.embedcache import EmbeddingCache, cache_for, embed_passages
 from indexplug.passages import Passage, Source
 from indexplug.protocols import Embedder, Granularity, Readiness
 
-from indexplug_colbert import candidates as cand
+from indexplug_colbert import search as stages
+from indexplug_colbert.candidates import codebook_size
 from indexplug_colbert.codec import Block, quantize
 from indexplug_colbert.engines.base import (
     EmbedderUnavailable,
@@ -45,109 +45,25 @@ from indexplug_colbert.engines.base import (
     TokenMatchData,
     check_deadline,
 )
+from indexplug_colbert.engines.native_settings import OPTIONS, NativeSettings
 from indexplug_colbert.maxsim import EMPTY_SCORE, as_query, maxsim_blocks, token_matches, top_k
-from indexplug_colbert.store import (
-    CodebookSettings,
-    PassageData,
-    Snapshot,
-    Store,
-    StoreError,
-    Transaction,
-    projected_segment_bytes,
-)
+from indexplug_colbert.segments import PassageData, projected_bytes
+from indexplug_colbert.store import Snapshot, Store
+from indexplug_colbert.transaction import Transaction
+
+__all__ = ["OPTIONS", "NativeEngine", "NativeIndex", "NativeSettings"]
 
 DEFAULT_EMBEDDER = "hashing:default"
 EMBED_BATCH = 64
 """Passages embedded per call: small enough to check the deadline often, large enough that a
 transformer embedder batches well."""
-SCORE_CHUNK = 128
-"""Passages per exact-MaxSim product (bounds memory; the deadline is checked between chunks)."""
 EXHAUSTIVE_SHARE = 0.25
-"""Score everything exactly when ``top_k`` (or the candidate pool) asks for this share of the
-index: candidate generation would save little and could return fewer than ``top_k``."""
-
-OPTIONS = frozenset(
-    {
-        "candidates",
-        "nprobe",
-        "codebook_min_tokens",
-        "centroids_per_sqrt",
-        "kmeans_iterations",
-        "max_segments",
-        "seed",
-        "exhaustive",
-        "embed_cache",
-        "embed_cache_dir",
-    }
-)
-
-
-def _int(options: Mapping[str, Any], key: str, default: int, low: int) -> int:
-    value = options.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f"colbert setting {key} must be an integer, got {value!r}")
-    n = int(value)
-    if n < low:
-        raise ValueError(f"colbert setting {key} must be at least {low}, got {n}")
-    return n
-
-
-def _bool(options: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = options.get(key, default)
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
-
-
-@dataclass(frozen=True)
-class NativeSettings:
-    """The native engine's settings (``--option KEY=VALUE`` or ``settings`` in the config)."""
-
-    candidates: int = 256
-    """Passages re-scored by exact MaxSim per search (at least ``top_k``)."""
-    nprobe: int = 8
-    """Centroids probed per query token in each coded segment."""
-    max_segments: int = 12
-    """Above this many segments an add also merges the smallest ones (tiered merging)."""
-    exhaustive: bool = False
-    """Score every passage exactly (no candidate generation): the reference, and for tests."""
-    embed_cache: bool = True
-    """Reuse token vectors already computed for a passage id (:mod:`indexplug.embedcache`,
-    kept as float16, which is what the index quantises anyway, see :mod:`.codec`)."""
-    embed_cache_dir: Path | None = None
-    """Where that cache lives (default: ``<indexplug home>/embedcache``)."""
-    codebook: CodebookSettings = field(default_factory=CodebookSettings)
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> NativeSettings:
-        unknown = set(options) - OPTIONS
-        if unknown:
-            raise ValueError(f"unknown native engine setting(s): {', '.join(sorted(unknown))}")
-        per_sqrt = float(options.get("centroids_per_sqrt", CodebookSettings.per_sqrt))
-        if not 0.1 <= per_sqrt <= 64:
-            raise ValueError("colbert setting centroids_per_sqrt must be between 0.1 and 64")
-        return cls(
-            candidates=_int(options, "candidates", cls.candidates, 1),
-            nprobe=_int(options, "nprobe", cls.nprobe, 1),
-            max_segments=_int(options, "max_segments", cls.max_segments, 2),
-            exhaustive=_bool(options, "exhaustive", cls.exhaustive),
-            embed_cache=_bool(options, "embed_cache", cls.embed_cache),
-            embed_cache_dir=(
-                Path(str(options["embed_cache_dir"])).expanduser()
-                if options.get("embed_cache_dir")
-                else None
-            ),
-            codebook=CodebookSettings(
-                min_tokens=_int(options, "codebook_min_tokens", CodebookSettings.min_tokens, 64),
-                per_sqrt=per_sqrt,
-                iterations=_int(options, "kmeans_iterations", CodebookSettings.iterations, 1),
-                seed=_int(options, "seed", CodebookSettings.seed, 0),
-            ),
-        )
+"""Score everything exactly when the pool asks for this share of the index: candidate
+generation would save little and could return fewer than ``top_k``."""
 
 
 class NativeEngine:
-    """Factory of :class:`NativeIndex` objects; holds the settings."""
+    """Opens :class:`NativeIndex` objects with one set of settings."""
 
     name = "native"
     options = OPTIONS
@@ -164,14 +80,11 @@ class NativeEngine:
     def readiness(self) -> Readiness:
         return Readiness.yes()  # numpy only; the embedder's readiness is checked per index
 
-    def embedder(self, spec: str) -> Embedder:
-        if self._embedder_factory is None:
-            raise LookupError("the backend was created without an embedder factory")
-        return self._embedder_factory(spec)
-
     def open(self, folder: Path, embedder_spec: str) -> NativeIndex:
+        if self._embedder_factory is None:
+            raise EmbedderUnavailable("the backend was created without an embedder factory")
         try:
-            embedder = self.embedder(embedder_spec)
+            embedder = self._embedder_factory(embedder_spec)
         except Exception as exc:  # unknown provider, missing model, ...
             raise EmbedderUnavailable(
                 f"embedder '{embedder_spec}' cannot be loaded: {type(exc).__name__}: {exc}"
@@ -190,7 +103,7 @@ class NativeEngine:
         pass
 
 
-def _check_vectors(v: Any, dim: int, what: str) -> np.ndarray:
+def _checked(v: Any, dim: int, what: str) -> np.ndarray:
     arr = np.asarray(v, dtype=np.float32)
     if arr.ndim != 2 or (len(arr) and arr.shape[1] != dim):
         raise IncompatibleIndex(
@@ -229,10 +142,7 @@ class NativeIndex:
 
     # -- reading -------------------------------------------------------------------------
     def _snapshot(self) -> Snapshot:
-        try:
-            return self.store.snapshot()
-        except StoreError as exc:
-            raise IncompatibleIndex(str(exc)) from exc
+        return self.store.snapshot()
 
     def live_count(self) -> int:
         return self._snapshot().live
@@ -244,120 +154,92 @@ class NativeIndex:
         return self.store.size_bytes()
 
     def details(self) -> dict[str, Any]:
-        snap = self._snapshot()
-        segs = snap.manifest.segments
+        m = self._snapshot().manifest
         return {
-            "generation": snap.manifest.generation,
-            "segments": len(segs),
-            "coded_segments": sum(1 for s in segs if s.coded),
-            "token_vectors": sum(s.tokens for s in segs),
-            "tombstoned": sum(s.removed for s in segs),
-            "dim": self.embedder.dim,
+            "generation": m.generation,
+            "segments": len(m.segments),
+            "coded_segments": sum(1 for s in m.segments if s.codebook),
+            "codebooks": [{"k": c.k, "trained_on": c.trained_on} for c in m.codebooks],
+            "token_vectors": sum(s.tokens for s in m.segments),
+            "tombstoned": sum(s.removed for s in m.segments),
+            "dim": self.dim,
             "vector_codec": "int8, one float32 scale per token",
         }
 
     def _query(self, query: str) -> np.ndarray:
         q = self.embedder.embed_query(query, Granularity.TOKEN)
-        return as_query(_check_vectors(q, self.embedder.dim, "the query"))
+        return as_query(_checked(q, self.dim, "the query"))
 
-    def _passage(self, snap: Snapshot, s: int, doc: int) -> Passage:
-        return _from_record(snap.views[s].segment.record(doc))
+    def _pool(self, snap: Snapshot, q: np.ndarray, k: int) -> np.ndarray:
+        pool = max(self.settings.candidates, k)
+        if self.settings.exhaustive or pool >= EXHAUSTIVE_SHARE * snap.live:
+            return stages.all_live(snap)
+        cfg = self.settings
+        return stages.candidates(
+            snap,
+            q,
+            nprobe=cfg.nprobe,
+            reach_pool=cfg.reach_pool,
+            pool=pool,
+            pooled_weight=cfg.pooled_weight,
+        )
 
     def search(self, query: str, k: int, deadline: Deadline) -> Ranked:
         check_deadline(deadline, "opening the index")
         snap = self._snapshot()
-        live = snap.live
-        if live == 0:
+        if snap.live == 0:
             return Ranked(hits=[], searched=0, query_tokens=0)
         check_deadline(deadline, "embedding the query")
         q = self._query(query)
         if len(q) == 0:
-            return Ranked(hits=[], searched=live, query_tokens=0)
+            return Ranked(hits=[], searched=snap.live, query_tokens=0)
         check_deadline(deadline, "generating candidates")
-        pool = max(self.settings.candidates, k)
-        exhaustive = self.settings.exhaustive or pool >= EXHAUSTIVE_SHARE * live
-        pairs = self._all_live(snap) if exhaustive else self._candidates(snap, q, pool)
+        pairs = self._pool(snap, q, k)
         check_deadline(deadline, "exact MaxSim")
-        scores = self._exact(snap, q, pairs, deadline)
+        scores = stages.exact(snap, q, pairs, lambda st: check_deadline(deadline, st))
         best = top_k(scores, k)
         check_deadline(deadline, "reading the hits")
         hits = [
-            (self._passage(snap, int(pairs[i, 0]), int(pairs[i, 1])), float(scores[i]))
-            for i in best
+            (_from_record(snap.views[int(s)].segment.record(int(d))), float(scores[i]))
+            for i, (s, d) in zip(best, pairs[best], strict=True)
         ]
-        return Ranked(
-            hits=hits,
-            searched=live,
-            query_tokens=len(q),
-            details={"scored_exactly": len(pairs), "exhaustive": exhaustive},
-        )
+        return Ranked(hits=hits, searched=snap.live, query_tokens=len(q))
 
     def candidate_ids(self, query: str, k: int) -> list[str]:
-        """The ids a search for ``query`` would score exactly (for measuring the recall of
-        candidate generation, see ``bench/exhaustive_recall.py``)."""
+        """The ids a search for ``query`` would score exactly (to measure the recall of
+        candidate generation: ``bench/exhaustive_recall.py``)."""
         snap = self._snapshot()
-        q = self._query(query)
-        pool = max(self.settings.candidates, k)
-        if self.settings.exhaustive or pool >= EXHAUSTIVE_SHARE * snap.live:
-            pairs = self._all_live(snap)
-        else:
-            pairs = self._candidates(snap, q, pool)
+        pairs = self._pool(snap, self._query(query), k)
         return [snap.views[int(s)].segment.ids[int(d)].decode("ascii") for s, d in pairs]
 
-    def _all_live(self, snap: Snapshot) -> np.ndarray:
-        parts = [
-            np.stack([np.full(len(d), s, dtype=np.int64), d], axis=1)
-            for s in range(len(snap.views))
-            if len(d := snap.live_docs(s))
-        ]
-        return np.concatenate(parts) if parts else np.zeros((0, 2), dtype=np.int64)
+    def _embed(self, passages: Sequence[Passage], deadline: Deadline) -> list[Block]:
+        cache = self._cache()
+        blocks: list[Block] = []
+        for b in range(0, len(passages), EMBED_BATCH):
+            check_deadline(deadline, "embedding the passages")
+            batch = passages[b : b + EMBED_BATCH]
+            out = embed_passages(self.embedder, batch, Granularity.TOKEN, cache=cache)
+            if len(out) != len(batch):
+                raise IncompatibleIndex(
+                    f"the embedder returned {len(out)} results for {len(batch)} passages"
+                )
+            blocks += [quantize(_checked(v, self.dim, "a passage")) for v in out]
+        return blocks
 
-    def _candidates(self, snap: Snapshot, q: np.ndarray, pool: int) -> np.ndarray:
-        """``(segment, passage)`` pairs for the exact stage: the best ``pool`` approximations
-        from coded segments, plus every live passage of uncoded (small) segments."""
-        sure: list[np.ndarray] = []
-        proposed: list[np.ndarray] = []
-        approx: list[np.ndarray] = []
-        for s, view in enumerate(snap.views):
-            book = view.segment.codebook
-            if book is None:
-                d = snap.live_docs(s)
-                sure.append(np.stack([np.full(len(d), s, dtype=np.int64), d], axis=1))
-                continue
-            docs, scores = cand.approximate(q, book, self.settings.nprobe, view.alive)
-            proposed.append(np.stack([np.full(len(docs), s, dtype=np.int64), docs], axis=1))
-            approx.append(scores)
-        if proposed:
-            pairs = np.concatenate(proposed)
-            keep = top_k(np.concatenate(approx), pool)
-            sure.append(pairs[keep])
-        return np.concatenate(sure) if sure else np.zeros((0, 2), dtype=np.int64)
-
-    def _exact(
-        self, snap: Snapshot, q: np.ndarray, pairs: np.ndarray, deadline: Deadline
-    ) -> np.ndarray:
-        scores = np.full(len(pairs), EMPTY_SCORE, dtype=np.float32)
-        # read in storage order: neighbouring passages share pages of the memory map
-        order = np.lexsort((pairs[:, 1], pairs[:, 0]))
-        for c in range(0, len(order), SCORE_CHUNK):
-            if c:
-                check_deadline(deadline, "exact MaxSim")
-            idx = order[c : c + SCORE_CHUNK]
-            blocks = [snap.views[int(s)].segment.block(int(d)) for s, d in pairs[idx]]
-            scores[idx] = maxsim_blocks(q, blocks)
-        return scores
+    def _cache(self) -> EmbeddingCache | None:
+        wanted = self.settings.embed_cache
+        if wanted is None:
+            wanted = not self.embedder_name.startswith("hashing:")
+        if not wanted:
+            return None
+        return cache_for(self.embedder, root=self.settings.embed_cache_dir, dtype="float16")
 
     def rerank(self, query: str, passages: Sequence[Passage], deadline: Deadline) -> Ranked:
         check_deadline(deadline, "embedding the query")
         q = self._query(query)
         if len(q) == 0:
             return Ranked(hits=[], searched=len(passages), query_tokens=0)
-        blocks: list[Block] = []
-        for b in range(0, len(passages), EMBED_BATCH):
-            check_deadline(deadline, "embedding the passages")
-            batch = passages[b : b + EMBED_BATCH]
-            out = embed_passages(self.embedder, batch, Granularity.TOKEN, cache=self._cache())
-            blocks += [quantize(_check_vectors(v, self.embedder.dim, "a passage")) for v in out]
+        blocks = self._embed(passages, deadline)
         check_deadline(deadline, "exact MaxSim")
         scores = maxsim_blocks(q, blocks)
         order = top_k(scores, len(passages))
@@ -375,18 +257,11 @@ class NativeIndex:
             return None
         check_deadline(deadline, "embedding the query")
         q = self._query(query)
-        s, doc = where
-        block = snap.views[s].segment.block(doc)
+        segment = snap.views[where[0]].segment
+        block = segment.block(where[1])
         best, sims = token_matches(q, block)
-        passage = self._passage(snap, s, doc)
-        tokens = getattr(self.embedder, "token_strings", None)
-        q_tokens = p_tokens = None
-        if callable(tokens):
-            try:
-                q_tokens = list(tokens(query, query=True))
-                p_tokens = list(tokens(passage.text, query=False))
-            except Exception:  # token strings are a courtesy, never a failure
-                q_tokens = p_tokens = None
+        passage = _from_record(segment.record(where[1]))
+        q_tokens, p_tokens = self._token_strings(query, passage.text)
         return Explained(
             passage=passage,
             score=float(sims.sum()) if len(block) else EMPTY_SCORE,
@@ -398,41 +273,45 @@ class NativeIndex:
             passage_tokens=p_tokens,
         )
 
-    # -- writing -------------------------------------------------------------------------
-    def _cache(self) -> EmbeddingCache | None:
-        if not self.settings.embed_cache:
-            return None
-        return cache_for(self.embedder, root=self.settings.embed_cache_dir, dtype="float16")
+    def _token_strings(self, query: str, text: str) -> tuple[list[str] | None, list[str] | None]:
+        """Token texts, when the embedder offers ``token_strings(text, query=...)``; a courtesy,
+        so any failure just leaves them out."""
+        fn = getattr(self.embedder, "token_strings", None)
+        if not callable(fn):
+            return None, None
+        try:
+            return list(fn(query, query=True)), list(fn(text, query=False))
+        except Exception:
+            return None, None
 
+    # -- writing -------------------------------------------------------------------------
     def prepare(self, passages: Sequence[Passage], deadline: Deadline) -> Prepared:
-        vectors: list[Block] = []
-        cache = self._cache()
-        for b in range(0, len(passages), EMBED_BATCH):
-            check_deadline(deadline, "embedding the passages")
-            batch = passages[b : b + EMBED_BATCH]
-            out = embed_passages(self.embedder, batch, Granularity.TOKEN, cache=cache)
-            if len(out) != len(batch):
-                raise IncompatibleIndex(
-                    f"the embedder returned {len(out)} results for {len(batch)} passages"
-                )
-            vectors += [quantize(_check_vectors(v, self.embedder.dim, "a passage")) for v in out]
+        blocks = self._embed(passages, deadline)
         records = [p.model_dump_json(exclude_none=True).encode("utf-8") for p in passages]
-        tokens = sum(len(v) for v in vectors)
-        projected = projected_segment_bytes(
-            len(passages),
-            tokens,
-            self.embedder.dim,
-            sum(len(r) for r in records),
-            self.settings.codebook,
-        )
         data = [
             PassageData(id=p.id, record=r, vectors=v)
-            for p, r, v in zip(passages, records, vectors, strict=True)
+            for p, r, v in zip(passages, records, blocks, strict=True)
         ]
-        return Prepared(passages=list(passages), projected_bytes=projected, payload=data)
+        return Prepared(
+            passages=list(passages), projected_bytes=self._projected(data), payload=data
+        )
+
+    def _projected(self, data: Sequence[PassageData]) -> int:
+        """What the segment of ``data`` will add on disk, before anything is written (plus a
+        codebook when one would be trained; a merge with the small segment is not counted,
+        since it replaces files that are counted already)."""
+        tokens = sum(len(d.vectors) for d in data)
+        cfg = self.settings.codebook
+        coded = tokens >= cfg.min_tokens
+        size = projected_bytes(len(data), tokens, self.dim, sum(len(d.record) for d in data), coded)
+        m = self._snapshot().manifest
+        current = m.codebook(m.current)
+        if coded and (current is None or tokens >= cfg.retrain_growth * current.trained_on):
+            size += 128 + codebook_size(tokens, cfg.per_sqrt) * self.dim * 4
+        return size
 
     def stage_add(self, prepared: Prepared, deadline: Deadline) -> tuple[list[str], PendingWrite]:
-        txn = self.store.begin()
+        txn = Transaction(self.store)
         try:
             known = txn.base.find([p.id for p in prepared.passages])
             new: list[PassageData] = [d for d in prepared.payload if d.id not in known]
@@ -446,38 +325,33 @@ class NativeIndex:
 
     def _add(self, txn: Transaction, new: list[PassageData], deadline: Deadline) -> None:
         """Write ``new`` as a segment, keeping at most one small (uncoded) segment: a small
-        batch is merged with it (a rewrite bounded by ``codebook_min_tokens``, which gets a
-        codebook once it is that large); a large batch gets a coded segment of its own.  Above
-        ``max_segments`` the smallest segments are merged too (tiered merging)."""
-        min_tokens = self.settings.codebook.min_tokens
+        batch is merged with it (a rewrite bounded by ``codebook_min_tokens``, coded once it
+        reaches that size); a large batch gets a segment of its own.  Above ``max_segments`` the
+        smallest segments are merged too (tiered merging)."""
+
+        def check(stage: str) -> None:
+            check_deadline(deadline, stage)
+
         views = txn.base.views
-        small = [s for s, v in enumerate(views) if v.segment.codebook is None]
-        new_tokens = sum(len(d.vectors) for d in new)
-        if small and new_tokens < min_tokens:
-            txn.merge(small, extra=new, check=lambda st: check_deadline(deadline, st))
+        small = [s for s, v in enumerate(views) if v.segment.lists is None]
+        tokens = sum(len(d.vectors) for d in new)
+        if small and tokens < self.settings.codebook.min_tokens:
+            txn.merge(small, extra=new, check=check)
         else:
-            txn.add_segment(
-                iter(new),
-                count=len(new),
-                tokens=new_tokens,
-                check=lambda st: check_deadline(deadline, st),
-            )
+            txn.add_segment(iter(new), count=len(new), tokens=tokens, check=check)
         excess = len(txn.segments) - self.settings.max_segments
         if excess > 0:
-            base_names = {v.meta.name: s for s, v in enumerate(views)}
-            listed = [m for m in txn.segments if m.name in base_names]
+            position = {v.segment.name: s for s, v in enumerate(views)}
+            listed = [m for m in txn.segments if m.name in position]
             smallest = sorted(listed, key=lambda m: m.tokens)[: excess + 1]
-            check_deadline(deadline, "merging segments")
-            txn.merge(
-                [base_names[m.name] for m in smallest],
-                check=lambda st: check_deadline(deadline, st),
-            )
+            check("merging segments")
+            txn.merge([position[m.name] for m in smallest], check=check)
 
     def stage_remove(
         self, ids: Sequence[str], deadline: Deadline
     ) -> tuple[list[str], PendingWrite | None]:
         check_deadline(deadline, "finding the passages")
-        txn = self.store.begin()
+        txn = Transaction(self.store)
         found = txn.base.find(ids)
         if not found:
             txn.abort()
@@ -490,13 +364,15 @@ class NativeIndex:
         return [i for i in ids if i in found], _Pending(txn)
 
     def stage_rebuild(self, deadline: Deadline) -> PendingWrite | None:
-        txn = self.store.begin()
+        txn = Transaction(self.store)
         if not txn.base.views:
             txn.abort()
             return None
         try:
             txn.merge(
-                list(range(len(txn.base.views))), check=lambda st: check_deadline(deadline, st)
+                list(range(len(txn.base.views))),
+                check=lambda st: check_deadline(deadline, st),
+                retrain=True,
             )
         except BaseException:
             txn.abort()
@@ -506,17 +382,16 @@ class NativeIndex:
     # -- hooks ---------------------------------------------------------------------------
     def tamper(self, passage_id: str, text: str) -> None:
         """Conformance-kit hook: change a stored passage's text behind the engine's back (its
-        id stays, so the guard must refuse to serve it).  Rewrites that one segment's records."""
+        id stays, so the guard must refuse to serve it).  Rewrites that segment's records."""
         snap = self._snapshot()
         where = snap.find([passage_id]).get(passage_id)
         if where is None:
             raise KeyError(passage_id)
-        s, doc = where
-        seg = snap.views[s].segment
+        seg = snap.views[where[0]].segment
         lines = [seg.record(i).rstrip(b"\n") for i in range(len(seg.ids))]
-        data = json.loads(lines[doc])
+        data = json.loads(lines[where[1]])
         data["text"] = text
-        lines[doc] = json.dumps(data, ensure_ascii=False).encode("utf-8")
+        lines[where[1]] = json.dumps(data, ensure_ascii=False).encode("utf-8")
         offsets = np.zeros(len(lines) + 1, dtype=np.int64)
         np.cumsum([len(line) + 1 for line in lines], out=offsets[1:])
         tmp = seg.path / "passages.jsonl.tmp"

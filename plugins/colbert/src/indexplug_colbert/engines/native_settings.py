@@ -14,6 +14,7 @@ OPTIONS = frozenset(
     {
         "candidates",
         "reach_pool",
+        "pooled_weight",
         "nprobe",
         "codebook_min_tokens",
         "centroids_per_sqrt",
@@ -52,16 +53,20 @@ class NativeSettings:
     candidates: int = 128
     """Passages scored by exact MaxSim per search (at least ``top_k``)."""
     reach_pool: int = 1024
-    """Passages re-scored by full centroid interaction before the exact stage."""
+    """Passages re-scored by centroid interaction and pooled similarity before the exact stage."""
+    pooled_weight: float = 1.0
+    """Weight of the pooled similarity next to centroid interaction (0: interaction alone)."""
     nprobe: int = 4
     """Centroids probed per query token."""
     max_segments: int = 12
     """Above this many segments an add also merges the smallest ones (tiered merging)."""
     exhaustive: bool = False
     """Score every passage exactly (no candidate generation): the reference, and for tests."""
-    embed_cache: bool = True
+    embed_cache: bool | None = None
     """Reuse token vectors already computed for a passage id (:mod:`indexplug.embedcache`,
-    kept as float16, which is what the index quantises anyway, see :mod:`..codec`)."""
+    kept as float16, which is what the index quantises anyway, see :mod:`..codec`).  ``None``
+    (``auto``): on, except for the model-free ``hashing`` embedder, which computes token vectors
+    faster than the cache would store them (and they take ``2 * dim`` bytes each)."""
     embed_cache_dir: Path | None = None
     """Where that cache lives (default: ``<indexplug home>/embedcache``)."""
     codebook: CodebookSettings = field(default_factory=CodebookSettings)
@@ -75,13 +80,24 @@ class NativeSettings:
         if not 0.1 <= per_sqrt <= 64:
             raise ValueError("colbert setting centroids_per_sqrt must be between 0.1 and 64")
         cache_dir = options.get("embed_cache_dir")
+        try:
+            weight = float(options.get("pooled_weight", cls.pooled_weight))
+        except (TypeError, ValueError):
+            raise ValueError("colbert setting pooled_weight must be a number") from None
+        if not 0 <= weight <= 100:
+            raise ValueError("colbert setting pooled_weight must be between 0 and 100")
         return cls(
             candidates=_int(options, "candidates", cls.candidates, 1),
             reach_pool=_int(options, "reach_pool", cls.reach_pool, 1),
+            pooled_weight=weight,
             nprobe=_int(options, "nprobe", cls.nprobe, 1),
             max_segments=_int(options, "max_segments", cls.max_segments, 2),
             exhaustive=_bool(options, "exhaustive", cls.exhaustive),
-            embed_cache=_bool(options, "embed_cache", cls.embed_cache),
+            embed_cache=(
+                None
+                if str(options.get("embed_cache", "auto")).strip().lower() == "auto"
+                else _bool(options, "embed_cache", True)
+            ),
             embed_cache_dir=Path(str(cache_dir)).expanduser() if cache_dir else None,
             codebook=CodebookSettings(
                 min_tokens=_int(options, "codebook_min_tokens", CodebookSettings.min_tokens, 64),
