@@ -283,13 +283,16 @@ def test_analysis_modes(make_single: BackendMaker, es_single: EsCluster) -> None
     assert isinstance(failed, IndexFailed) and "english" in failed.reason
 
 
-def test_tamper_and_drop(make_single: BackendMaker) -> None:
+def test_tamper_optimize_and_drop(make_single: BackendMaker) -> None:
     g = make_single()
     ps = corpus(5)
     g.add("t", ps)
     g.backend.tamper("t", ps[2].id, "something else entirely alpha")
     out = g.search("t", "item2")
     assert isinstance(out, IndexFailed) and "no longer matches" in out.reason
+    g.remove("t", [ps[2].id])
+    optimized = g.call_extra("optimize", "t")
+    assert optimized.exists and optimized.passages == 4
     dropped = g.call_extra("drop", "t")
     assert dropped.exists is False
     assert g.status("t").exists is False

@@ -10,11 +10,12 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import orjson
-from indexplug.passages import MetadataValue, Passage
+from indexplug.passages import MetadataValue, Passage, Source
 
 from indexplug_elastic.analysis import EnglishAnalysis
 from indexplug_elastic.mapping import FILTERS, PROV, TERMS, TEXT, VECTOR
@@ -84,16 +85,31 @@ def dumps(obj: Any) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
+@lru_cache(maxsize=8192)
+def _provenance(raw: str) -> tuple[Source, int, int, str | None, Mapping[str, MetadataValue]]:
+    """Parse a stored ``prov`` string (cached: the same passages come back query after query,
+    and parsing and validating their source is most of the cost of turning a hit into a
+    passage).  ``Source`` is immutable, and the metadata is copied by ``Passage.from_stored``."""
+    prov = orjson.loads(raw)
+    return (
+        Source.model_validate(prov["source"]),
+        int(prov["start"]),
+        int(prov["end"]),
+        prov.get("document_sha256"),
+        prov.get("metadata") or {},
+    )
+
+
 def passage_from_source(doc_id: str, source: Mapping[str, Any]) -> Passage:
     """Rebuild the passage stored under ``doc_id`` without checking its id: the guard compares
     id and content, so a document altered behind our back is reported, not served."""
-    prov = orjson.loads(source[PROV])
+    src, start, end, doc_sha, metadata = _provenance(source[PROV])
     return Passage.from_stored(
         id=doc_id,
         text=source[TEXT],
-        source=prov["source"],
-        start=prov["start"],
-        end=prov["end"],
-        document_sha256=prov.get("document_sha256"),
-        metadata=prov.get("metadata") or None,
+        source=src,
+        start=start,
+        end=end,
+        document_sha256=doc_sha,
+        metadata=metadata or None,
     )

@@ -56,7 +56,6 @@ def search(
             bodies.append(q.knn_body(vector, k=window, filters=filters, timeout_ms=ms))
             legs.append("knn")
     bodies.append(q.count_body(ms))
-    client = cx.conn.within(deadline)
     resp = client.msearch(searches=q.msearch_lines(es_index, bodies))
     answers = resp["responses"]
     for answer in answers:
