@@ -43,7 +43,7 @@ from indexplug.outcomes import (
     SearchOutcome,
     StatusOutcome,
 )
-from indexplug.passages import MetadataValue, Passage
+from indexplug.passages import MetadataValue, Passage, Source
 from indexplug.protocols import Capabilities, Readiness
 
 from indexplug_sqlite_fts5 import pruning
@@ -62,6 +62,11 @@ SCALE = ScoreScale(
 PROGRESS_STEPS = 20_000
 """SQLite VM instructions between deadline checks: often enough to stop within a few ms,
 rarely enough that the Python callback costs nothing measurable."""
+PAGE_SIZE = 8192
+"""Page size of new index files.  Twice SQLite's default: a write appends half as many WAL
+frames (one ``pwrite`` each) and checkpoints copy half as many pages, which measured 2.2x fewer
+write calls when indexing SciFact at the same CPU cost; searches read the same pages from the
+page cache either way.  Small budgets stay meaningful (an empty index is ~9 pages)."""
 PROJECTED_OVERHEAD = 2.5
 """Bytes on disk per byte of passage data (row, JSON, FTS5 postings), measured on SciFact."""
 
@@ -150,12 +155,17 @@ class SqliteFts5Backend:
                 return conn
             conn.close()  # the file was deleted under us
             del conns[index]
-        if not path.exists():
+        fresh = not path.exists()
+        if fresh:
             if not create:
                 return None
             self.home.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
         try:
+            if fresh:
+                # before anything is written: a new file gets PAGE_SIZE pages (an existing one
+                # keeps its own; SQLite ignores the pragma once the file has content)
+                conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(f"PRAGMA cache_size=-{self.cache_kb}")
@@ -317,18 +327,7 @@ class SqliteFts5Backend:
             conn.executemany(
                 'INSERT INTO passages(id, text, source, document_sha256, start, "end", metadata) '
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        p.id,
-                        p.text,
-                        p.source.model_dump_json(exclude_none=True),
-                        p.document_sha256,
-                        p.start,
-                        p.end,
-                        json.dumps(p.metadata, ensure_ascii=False) if p.metadata else "{}",
-                    )
-                    for p in new
-                ],
+                _stored_rows(new),
             )
             conn.execute(
                 "INSERT INTO fts(rowid, text) SELECT rowid, text FROM passages WHERE rowid > ?",
@@ -548,6 +547,25 @@ class SqliteFts5Backend:
         assert conn is not None
         conn.execute("UPDATE passages SET text = ? WHERE id = ?", (text, passage_id))
         self._forget_stats(index)
+
+
+def _stored_rows(passages: Sequence[Passage]) -> list[tuple[Any, ...]]:
+    """The ``passages`` rows for ``passages``.
+
+    A source is serialised once per object (the passages of one document share theirs), by
+    pydantic's serializer directly: the same JSON as ``model_dump_json`` without its per-call
+    Python overhead, which was a few percent of indexing time.
+    """
+    to_json = Source.__pydantic_serializer__.to_json
+    sources: dict[int, str] = {}  # by id(): every source stays alive for the whole loop
+    rows = []
+    for p in passages:
+        source = sources.get(id(p.source))
+        if source is None:
+            source = sources[id(p.source)] = to_json(p.source, exclude_none=True).decode()
+        metadata = json.dumps(p.metadata, ensure_ascii=False) if p.metadata else "{}"
+        rows.append((p.id, p.text, source, p.document_sha256, p.start, p.end, metadata))
+    return rows
 
 
 _OPTIONS: list[str] | None = None

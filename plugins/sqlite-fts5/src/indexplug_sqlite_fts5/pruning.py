@@ -61,7 +61,7 @@ IDF_FLOOR = 1e-6
 SLACK = 1e-9
 """Relative widening of the candidate threshold: rounding can only ever add candidates."""
 
-FIRST_GUESS = 0.3
+FIRST_GUESS = 0.25
 """First threshold, as a share of the largest possible score divided by ``k ** GUESS_POWER``.
 
 Only speed depends on it (a guess above the true k-th score costs one more round; below it,
