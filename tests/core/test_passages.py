@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import hashlib
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -77,3 +80,30 @@ def test_passages_from_text_prefer_sentence_boundaries() -> None:
 def test_span_helper_rejects_out_of_range() -> None:
     with pytest.raises(ValueError):
         passage_from_span("abc", 2, 10, Source(uri="mem://x"))
+
+
+@given(
+    text=st.text(min_size=1, max_size=200),
+    uri=st.text(min_size=1, max_size=50),
+    start=st.integers(min_value=0, max_value=10**9),
+    length=st.integers(min_value=0, max_value=10**6),
+)
+def test_passage_id_is_the_canonical_json_of_its_fields(
+    text: str, uri: str, start: int, length: int
+) -> None:
+    """The hand-written canonical form is byte for byte ``json.dumps`` with sorted keys."""
+    canonical = json.dumps(
+        {"end": start + length, "start": start, "text": text, "uri": uri},
+        ensure_ascii=False,
+        separators=(",", ":"),
+        sort_keys=True,
+    )
+    expected = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    assert passage_id(text, uri, start, start + length) == expected
+
+
+def test_create_with_coercible_fields_still_checks_them() -> None:
+    p = Passage.create("some text", "file:///a", start=True)  # type: ignore[arg-type]
+    assert p.start == 1 and p.id == p.expected_id()
+    with pytest.raises(ValidationError):
+        Passage.create("some text", "file:///a", start=-1)
