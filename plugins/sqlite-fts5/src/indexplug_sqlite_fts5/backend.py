@@ -67,6 +67,11 @@ PAGE_SIZE = 8192
 frames (one ``pwrite`` each) and checkpoints copy half as many pages, which measured 2.2x fewer
 write calls when indexing SciFact at the same CPU cost; searches read the same pages from the
 page cache either way.  Small budgets stay meaningful (an empty index is ~9 pages)."""
+AUTOMERGE = 8
+"""FTS5 ``automerge`` of new indexes: merge index segments once 8 of a level exist (FTS5's
+default is 4).  Bulk adds then rewrite postings half as often, measured 15-25% more passages per
+second on SciFact, while a search reads at most a few more segments (the ``optimize`` op merges
+them all into one)."""
 PROJECTED_OVERHEAD = 2.5
 """Bytes on disk per byte of passage data (row, JSON, FTS5 postings), measured on SciFact."""
 
@@ -88,6 +93,7 @@ CREATE VIRTUAL TABLE fts USING fts5(
     text, content='passages', content_rowid='rowid',
     tokenize='porter unicode61 remove_diacritics 2'
 );
+INSERT INTO fts(fts, rank) VALUES ('automerge', {AUTOMERGE});
 INSERT INTO meta(key, value) VALUES ('count', '0');
 """
 
