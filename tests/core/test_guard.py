@@ -131,11 +131,12 @@ def test_tampered_passages_are_not_served() -> None:
 
 
 def test_overrunning_the_deadline_becomes_timeout_and_releases_the_caller() -> None:
-    fake = Fake(NoMatch(index="i", searched=1), sleep=2.0)
+    fake = Fake(NoMatch(index="i", searched=1), sleep=6.0)
     t = time.monotonic()
     out = Guard(fake).search("i", "q", deadline_s=0.1)
     assert isinstance(out, IndexTimeout)
-    assert time.monotonic() - t < 1.0
+    # released long before the plugin answers (the margin absorbs a loaded machine)
+    assert time.monotonic() - t < 3.0
     assert out.deadline_s == 0.1
 
 
