@@ -154,18 +154,7 @@ class Passage(BaseModel):
         """Make a passage, computing its id.  ``end`` defaults to ``start + len(text)``."""
         src = source or Source(uri=uri)
         stop = start + len(text) if end is None else end
-        exact = type(text) is str and type(start) is int and type(stop) is int
-        if not exact:  # let pydantic coerce or reject, and check the id the slow way
-            return cls(
-                text=text,
-                source=src,
-                document_sha256=document_sha256,
-                start=start,
-                end=stop,
-                metadata=dict(metadata or {}),
-            )
-        fields = {
-            "id": passage_id(text, src.uri, start, stop),
+        fields: dict[str, object] = {
             "text": text,
             "source": src,
             "document_sha256": document_sha256,
@@ -173,6 +162,11 @@ class Passage(BaseModel):
             "end": stop,
             "metadata": dict(metadata or {}),
         }
+        if not (type(text) is str and type(start) is int and type(stop) is int):
+            # let pydantic coerce or reject them; the id is then computed and checked from
+            # the validated values (the slow way)
+            return cls.model_validate(fields)
+        fields["id"] = passage_id(text, src.uri, start, stop)
         return cls.model_validate(fields, context=_ID_COMPUTED)
 
 
