@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from indexplug_bench import synthetic
-from indexplug_bench.report import render
+from indexplug_bench.report import merge, render
 from indexplug_bench.worker import measure
 
 
@@ -75,3 +75,47 @@ def test_worker_subprocess_on_a_tiny_beir_set_and_report(tmp_path: Path) -> None
     text = md.read_text()
     assert "| indexplug sqlite-fts5 |" in text and "x" in text and "vs raw" in text
     assert (tmp_path / "img" / "quality.png").stat().st_size > 1000
+
+
+def test_merging_runs_keeps_the_latest_row_and_names_its_command(tmp_path: Path) -> None:
+    def row(system: str, p50: float, top_k: int = 100) -> dict[str, object]:
+        return {
+            "system": system,
+            "dataset": "scifact",
+            "passages": 3,
+            "top_k": top_k,
+            "index_passages_per_s": [1.0],
+            "latency_ms": {"p50": [p50], "p95": [p50], "p99": [p50], "mean": [p50]},
+            "quality": {"ndcg_at_10": 0.5, "recall_at_100": 0.5, "mrr_at_10": 0.5},
+            "size_bytes": 1,
+            "peak_rss_mb": 1.0,
+            "failures": {},
+            "load_avg": [0.5, 0.7],
+        }
+
+    machine = {"cores": 2, "memory_gib": 1, "platform": "x", "python": "3.11", "versions": {}}
+    first = {
+        "machine": machine,
+        "command": "run --only a",
+        "quality": [row("a", 5.0), row("b", 7.0)],
+        "scale": [],
+        "skipped": {"c": "not installed"},
+    }
+    second = {
+        "machine": machine,
+        "command": "run --only a c",
+        "quality": [row("a", 3.0), row("a", 1.0, top_k=10), row("c", 2.0)],
+        "scale": [],
+        "skipped": {},
+    }
+    merged = merge([first, second])
+    got = {(r["system"], r["top_k"]): r for r in merged["quality"]}
+    assert got[("a", 100)]["latency_ms"]["p50"] == [3.0] and got[("a", 100)]["run"] == 1
+    assert got[("b", 100)]["run"] == 0 and got[("a", 10)]["run"] == 1
+    assert merged["skipped"] == {}  # c was measured by the second run
+    assert merge([merged]) == merged  # a merged document merges to itself
+    md = tmp_path / "b.md"
+    render(merged, md, tmp_path / "img")
+    text = md.read_text()
+    assert "`run --only a`" in text and "`run --only a c`" in text
+    assert "| a | 10 |" in text and "0.5..0.7" in text

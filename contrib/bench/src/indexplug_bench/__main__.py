@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from indexplug_bench import machine
-from indexplug_bench.report import render
+from indexplug_bench.report import merge, render
 from indexplug_bench.systems import MINILM, SCALE_SYSTEMS, SYSTEMS, System
 
 REPO = Path(__file__).resolve().parents[4]
@@ -106,6 +106,8 @@ def run(a: argparse.Namespace) -> None:
                     str(a.repeats),
                     "--index-repeats",
                     str(1 if expensive else a.repeats),
+                    "--top-k",
+                    str(a.top_k),
                     *extra,
                 ],
                 timeout=a.timeout,
@@ -165,20 +167,28 @@ def main() -> None:
     r.add_argument("--repeats", type=int, default=3)
     r.add_argument("--scale-index-repeats", type=int, default=1)
     r.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000, 1_000_000])
+    r.add_argument("--top-k", type=int, default=100, help="hits per SciFact query")
     r.add_argument("--only", nargs="*", default=None, help="substrings of system names")
     r.add_argument("--elastic-url", default=None)
     r.add_argument("--no-elastic", action="store_true")
     r.add_argument("--timeout", type=float, default=3600)
     r.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.json")
     r.add_argument("--markdown", type=Path, default=REPO / "docs" / "benchmarks.md")
-    rep = sub.add_parser("report", help="render the Markdown page and charts from results")
-    rep.add_argument("results", type=Path, nargs="?", default=REPO / "docs" / "benchmarks.json")
+    rep = sub.add_parser(
+        "report",
+        help="render the Markdown page and charts from one or more results files "
+        "(several are merged: a later run's row replaces an earlier one's)",
+    )
+    rep.add_argument("results", type=Path, nargs="*", default=[REPO / "docs" / "benchmarks.json"])
     rep.add_argument("--markdown", type=Path, default=REPO / "docs" / "benchmarks.md")
+    rep.add_argument("--out", type=Path, default=None, help="write the merged results here")
     a = p.parse_args()
     if a.cmd == "run":
         run(a)
     else:
-        results = json.loads(a.results.read_text())
+        results = merge([json.loads(f.read_text()) for f in a.results])
+        if a.out:
+            a.out.write_text(json.dumps(results, indent=1))
         render(results, a.markdown, a.markdown.parent / "img")
 
 

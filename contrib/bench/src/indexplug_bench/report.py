@@ -20,6 +20,48 @@ def _spread(xs: list[float], fmt: str = "{:.2f}") -> str:
     return f"{m} ({fmt.format(min(xs))}..{fmt.format(max(xs))})"
 
 
+def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One results document from several runs (``run --only ...`` measures a few systems at a
+    time, e.g. while the machine is quiet).
+
+    A later run replaces an earlier run's row for the same system, dataset and ``top_k``; a
+    system measured in any run is no longer listed as skipped.  Each row keeps the index of
+    its run in ``runs``, so the page can say which command produced which figure.
+    """
+    merged: dict[str, Any] = {"runs": [], "quality": [], "scale": [], "skipped": {}}
+    rows: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {"quality": {}, "scale": {}}
+    for results in runs:
+        offset = len(merged["runs"])
+        if "runs" in results:  # already merged: its rows say which of its runs made them
+            merged["runs"] += results["runs"]
+        else:
+            merged["runs"].append(
+                {
+                    k: results.get(k)
+                    for k in ("command", "started", "finished", "machine")
+                    if results.get(k) is not None
+                }
+            )
+        for part in ("quality", "scale"):
+            for row in results.get(part) or []:
+                key = (row["system"], row.get("dataset"), row.get("top_k"))
+                rows[part][key] = {**row, "run": offset + row.get("run", 0)}
+        merged["skipped"].update(results.get("skipped") or {})
+    for part in ("quality", "scale"):
+        merged[part] = list(rows[part].values())
+    done = {r["system"] for r in merged["quality"]} | {
+        f"{r['system']} @ {r['passages']}" for r in merged["scale"]
+    }
+    merged["skipped"] = {k: v for k, v in merged["skipped"].items() if k not in done}
+    merged["machine"] = merged["runs"][-1].get("machine", {}) if merged["runs"] else {}
+    return merged
+
+
+def _load(row: dict[str, Any]) -> str:
+    la = row.get("load_avg")
+    return f"{la[0]:.1f}..{la[1]:.1f}" if la else "-"
+
+
 def _mb(b: int | None) -> str:
     return "-" if b is None else f"{b / 2**20:.1f}"
 
@@ -33,8 +75,10 @@ def _charts(results: dict[str, Any], img: Path) -> list[str]:
     img.mkdir(parents=True, exist_ok=True)
     made = []
     rows = [r for r in results["quality"] if r.get("quality")]
+    rows.sort(key=lambda r: r.get("top_k") or 0)  # one bar per system: its smallest top k
+    rows = list({r["system"]: r for r in reversed(rows)}.values())[::-1]
     if rows:
-        names = [r["system"] for r in rows]
+        names = [f"{r['system']} (top {r.get('top_k')})" for r in rows]
         fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.5))
         ax.barh(names, [r["quality"]["ndcg_at_10"] for r in rows], color="#4472c4")
         ax.set_xlabel("nDCG@10 on SciFact (300 test queries)")
@@ -91,19 +135,27 @@ def _charts(results: dict[str, Any], img: Path) -> list[str]:
 
 
 def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
+    if "runs" not in results:
+        results = merge([results])
     m = results["machine"]
     charts = _charts(results, img)
-    by_name = {r["system"]: r for r in results["quality"]}
+    runs = results["runs"]
     lines = [
         "# Benchmarks",
         "",
         "Measured by the harness in `contrib/bench` (see its README); never by the test suite.",
         "",
-        f"- **Command:** `{results['command']}`",
+        "- **Commands** (the *run* column of each table names the one that measured a row):",
+        *[
+            f"    {i + 1}. `{r.get('command')}` ({r.get('started')} to "
+            f"{r.get('finished', 'unfinished')})"
+            for i, r in enumerate(runs)
+        ],
         f"- **Machine:** {m['cores']} cores, {m['memory_gib']} GiB, {m['platform']}, Python "
         f"{m['python']}",
         "- **Versions:** " + ", ".join(f"{k} {v}" for k, v in sorted(m["versions"].items())),
-        f"- **When:** {results.get('started')} to {results.get('finished', 'unfinished')}",
+        "- **Load:** the machine may be shared; *load* is its 1-minute load average when a row "
+        "started and ended (2 cores: above 2 means the figures' wall clock is inflated).",
         "- Every system runs in its own process; figures are the median of the repeats with the "
         "spread (min..max) in brackets.  Latency covers one `search` call as a user makes it "
         "(top 100, query embedding included for dense systems).  Peak memory is the process's "
@@ -114,23 +166,32 @@ def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
         "5,183 abstracts (title and text), 300 test queries; nDCG@10, Recall@100 and MRR@10 by "
         "ir-measures.",
         "",
-        "| system | nDCG@10 | Recall@100 | MRR@10 | indexing (passages/s) | p50 ms | p95 ms | p99 ms "
-        "| peak MiB | size MiB | p50 vs raw |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| system | top k | nDCG@10 | Recall@100 | MRR@10 | indexing (passages/s) | p50 ms "
+        "| p95 ms | p99 ms | peak MiB | size MiB | p50 vs raw | load | run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results["quality"]:
         q = r.get("quality") or {}
         ratio = "-"
-        raw = by_name.get(r.get("raw_of") or "")
+        raw = next(
+            (
+                x
+                for x in results["quality"]
+                if x["system"] == r.get("raw_of") and x.get("top_k") == r.get("top_k")
+            ),
+            None,
+        )
         if raw:
             ratio = f"{_med(r['latency_ms']['p50']) / _med(raw['latency_ms']['p50']):.2f}x"
         fails = f" ⚠ {r['failures']}" if r.get("failures") else ""
+        note = f" ({r['note']})" if r.get("note") else ""
         lines.append(
-            f"| {r['system']}{fails} | {q.get('ndcg_at_10', '-')} | {q.get('recall_at_100', '-')} | "
+            f"| {r['system']}{note}{fails} | {r.get('top_k', '-')} | {q.get('ndcg_at_10', '-')} | "
+            f"{q.get('recall_at_100', '-')} | "
             f"{q.get('mrr_at_10', '-')} | {_spread(r['index_passages_per_s'], '{:,.0f}')} | "
             f"{_spread(r['latency_ms']['p50'])} | {_spread(r['latency_ms']['p95'])} | "
             f"{_spread(r['latency_ms']['p99'])} | {r['peak_rss_mb']:.0f} | {_mb(r['size_bytes'])} "
-            f"| {ratio} |"
+            f"| {ratio} | {_load(r)} | {r.get('run', 0) + 1} |"
         )
     lines.append("")
     if "quality.png" in charts:
@@ -148,14 +209,16 @@ def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
             "Synthetic corpora generated from a seed (Zipf-distributed vocabulary of 60,000 "
             "words, ~120 words a passage), 200 queries of 3-8 mid-frequency words, top 10.",
             "",
-            "| system | passages | indexing (passages/s) | p50 ms | p95 ms | p99 ms | size MiB | peak MiB |",
-            "|---|---|---|---|---|---|---|---|",
+            "| system | passages | indexing (passages/s) | p50 ms | p95 ms | p99 ms | size MiB "
+            "| peak MiB | load | run |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in sorted(scale, key=lambda r: (r["system"], r["passages"])):
             lines.append(
                 f"| {r['system']} | {r['passages']:,} | {_spread(r['index_passages_per_s'], '{:,.0f}')} | "
                 f"{_spread(r['latency_ms']['p50'])} | {_spread(r['latency_ms']['p95'])} | "
-                f"{_spread(r['latency_ms']['p99'])} | {_mb(r['size_bytes'])} | {r['peak_rss_mb']:.0f} |"
+                f"{_spread(r['latency_ms']['p99'])} | {_mb(r['size_bytes'])} | "
+                f"{r['peak_rss_mb']:.0f} | {_load(r)} | {r.get('run', 0) + 1} |"
             )
         lines.append("")
         if "scale.png" in charts:

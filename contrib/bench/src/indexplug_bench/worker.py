@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import tempfile
@@ -65,12 +66,15 @@ def measure(
     system: str, dataset: str, *, repeats: int, index_repeats: int, top_k: int, ctx: dict[str, Any]
 ) -> dict[str, Any]:
     name, size, batches, queries, qrels = load(dataset)
+    load_before = os.getloadavg()[0]
+    cpu0 = time.process_time()
     make = SCALE_SYSTEMS[system] if dataset.startswith("synthetic:") else by_name(system).make
     index_pps: list[float] = []
     lat: dict[str, list[float]] = {"p50": [], "p95": [], "p99": [], "mean": []}
     run: dict[str, list[str]] = {}
     size_bytes = None
     failures: dict[str, int] = {}
+    note = None
     with tempfile.TemporaryDirectory(prefix="ipbench-") as tmp:
         runner = None
         for rep in range(max(repeats, index_repeats)):
@@ -97,6 +101,7 @@ def measure(
                 lat[key].append(round(_pct(samples, q), 3))
             lat["mean"].append(round(statistics.fmean(samples), 3))
         failures = dict(getattr(runner, "failures", {}) or {})
+        note = getattr(runner, "note", None)
         if runner is not None:
             runner.close()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -114,6 +119,11 @@ def measure(
         "size_bytes": size_bytes,
         "peak_rss_mb": round(peak_mb, 1),
         "failures": failures,
+        "note": note,
+        # the machine may be shared: its 1-minute load before and after, and this process's CPU
+        # seconds, say how much the wall-clock figures can be trusted
+        "load_avg": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "cpu_s": round(time.process_time() - cpu0, 1),
     }
 
 
