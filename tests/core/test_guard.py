@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -191,3 +192,29 @@ def test_filters_need_the_capability() -> None:
 def test_oversize_batches_are_refused() -> None:
     with pytest.raises(InvalidRequest, match="over the limit"):
         Guard(Fake()).add("i", [P1] * 10_001)
+
+
+class Cooperative(Fake):
+    """A plugin that claims to stop by its deadlines (so the guard calls it inline)."""
+
+    capabilities = Capabilities(cooperative_deadlines=True)
+
+    def _answer(self) -> Any:
+        self.thread = threading.current_thread()
+        return super()._answer()
+
+
+def test_a_cooperative_plugin_runs_on_the_callers_thread() -> None:
+    fake = Cooperative(searched(hit(1, 2.0)))
+    out = Guard(fake).search("i", "q", deadline_s=5)
+    assert isinstance(out, Searched) and fake.thread is threading.current_thread()
+    boom = Cooperative(RuntimeError("disk on fire"))
+    failed = Guard(boom).search("i", "q", deadline_s=5)
+    assert isinstance(failed, IndexFailed) and "disk on fire" in failed.reason
+
+
+def test_a_cooperative_plugin_that_overruns_is_still_a_timeout() -> None:
+    """The claim is checked: a late answer is not passed on as if it were on time."""
+    late = Cooperative(NoMatch(index="i", searched=1), sleep=0.5)
+    out = Guard(late).search("i", "q", deadline_s=0.1)
+    assert isinstance(out, IndexTimeout) and out.deadline_s == 0.1

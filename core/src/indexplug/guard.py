@@ -83,6 +83,9 @@ class Guard:
         self.plugin = plugin or getattr(backend, "name", type(backend).__name__)
         self._ready_until = 0.0
         self._ready_lock = threading.Lock()
+        caps = getattr(backend, "capabilities", None)
+        self._inline = getattr(caps, "cooperative_deadlines", False) is True
+        """Run ops on the caller's thread (the plugin claims to stop by its deadlines)."""
 
     # -- what the backend declares -------------------------------------------------------
     @property
@@ -335,11 +338,19 @@ class Guard:
             return IndexUnavailable(
                 index=index, backend=self.plugin, reason=ready.reason or "not ready"
             )
-        future: Future[Any] = _executor().submit(fn)
         try:
-            out = future.result(timeout=deadline.remaining() + GRACE_S)
+            if self._inline:
+                out = fn()
+                if time.monotonic() > deadline.at + GRACE_S:
+                    raise TimeoutError  # it claimed to stop by itself and did not
+            else:
+                future: Future[Any] = _executor().submit(fn)
+                try:
+                    out = future.result(timeout=deadline.remaining() + GRACE_S)
+                except TimeoutError:
+                    future.add_done_callback(_discard)
+                    raise
         except TimeoutError:
-            future.add_done_callback(_discard)
             return IndexTimeout(
                 index=index,
                 backend=self.plugin,

@@ -63,6 +63,12 @@ class Capabilities(BaseModel):
     """The backend talks to a server that can be stopped (and must recover when it returns)."""
     dense: bool = False
     """Uses an embedder."""
+    cooperative_deadlines: bool = False
+    """Every op stops by itself at its deadline (e.g. SQLite's progress handler and busy
+    timeout), so the guard may run it on the caller's thread instead of handing it to a worker
+    thread it can abandon.  That saves a thread hand-off per call (tens of microseconds on an
+    idle machine, milliseconds on a busy one).  The guard still reports an answer that comes
+    back past the deadline as ``INDEX_TIMEOUT``, and the kit's deadline checks hold the claim."""
 
 
 class Granularity(StrEnum):

@@ -129,6 +129,9 @@ class SqliteFts5Backend:
         persistence=True,
         concurrent_writers=True,
         multiprocess_writers=True,
+        # reads stop in SQLite's progress handler, lock waits in its busy timeout, both set
+        # from the op's deadline
+        cooperative_deadlines=True,
     )
 
     def __init__(self, home: Path, *, cache_mb: int | str = 64, **options: Any) -> None:
