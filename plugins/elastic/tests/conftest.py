@@ -6,6 +6,10 @@ unprivileged user when we are root, on 127.0.0.1 with 512 MB of heap, and waits 
 Starting a node takes most of a minute on a busy machine, so when a session needs both
 topologies the cluster is started in the background while the single node's tests run.
 
+Tests stop and kill nodes of these shared servers, so ``es_single`` and ``es_pair`` hand each
+test a cluster at full strength (every node running, green for the pair), healing what an
+earlier test left behind.
+
 Tests never share an index: every backend a test makes gets its own index prefix, and its
 indices are deleted when the test ends, so the long-lived servers stay small.
 """
@@ -15,6 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -24,7 +29,7 @@ import pytest
 from indexplug import Guard
 from indexplug.plugins import get_registry
 from indexplug_elastic.backend import ElasticBackend
-from indexplug_elastic.testing.server import EsCluster
+from indexplug_elastic.testing.server import EsCluster, EsError, HealthStatus
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -69,8 +74,7 @@ def _uses(session: pytest.Session, fixture: str) -> bool:
 
 
 @pytest.fixture(scope="session")
-def es_single(request: pytest.FixtureRequest) -> Iterator[EsCluster]:
-    """A single-node cluster (``discovery.type=single-node``)."""
+def _es_single_session(request: pytest.FixtureRequest) -> Iterator[EsCluster]:
     future = _start(1)
     if _uses(request.session, "es_pair"):
         _start(2)  # warm up in the background; es_pair waits for it
@@ -80,17 +84,55 @@ def es_single(request: pytest.FixtureRequest) -> Iterator[EsCluster]:
 
 
 @pytest.fixture(scope="session")
-def es_pair(request: pytest.FixtureRequest) -> Iterator[EsCluster]:
-    """Two nodes on loopback: two ports, one cluster name."""
+def _es_pair_session() -> Iterator[EsCluster]:
     cluster = _start(2).result()
     yield cluster
     cluster.stop()
 
 
+def healthy(cluster: EsCluster, status: HealthStatus) -> EsCluster:
+    """``cluster`` at full strength: every node running and joined, ``status`` reached.
+
+    The servers live for the whole session but tests stop and kill nodes; a test that fails
+    half-way (or a hook that could not restore) must not hand a broken cluster to the next.
+    When nothing is wrong this is one health request.  If the nodes cannot be healed, the
+    cluster is started afresh (new data directories, new ports) as a last resort.
+    """
+    try:
+        cluster.heal(status)
+    except EsError as exc:
+        warnings.warn(
+            f"{cluster.cluster_name} could not be healed, restarting it: {exc}", stacklevel=2
+        )
+        cluster.stop()
+        cluster.start()
+    return cluster
+
+
+@pytest.fixture
+def es_single(_es_single_session: EsCluster) -> EsCluster:
+    """A single-node cluster (``discovery.type=single-node``), healthy (all primaries up:
+    yellow is the steady state of a single node with replicas)."""
+    return healthy(_es_single_session, "yellow")
+
+
+@pytest.fixture
+def es_pair(_es_pair_session: EsCluster) -> EsCluster:
+    """Two nodes on loopback: two ports, one cluster name; both up and green."""
+    return healthy(_es_pair_session, "green")
+
+
 def delete_prefixed(cluster: EsCluster, prefix: str) -> None:
-    """Delete every index named ``prefix*`` (by name: wildcard deletes are refused in 8.x)."""
+    """Delete every index named ``prefix*`` (by name: wildcard deletes are refused in 8.x).
+
+    A node a failed test left down is started first: an index deleted while a node holding
+    a copy of it is away would come back on that node as a dangling index.
+    """
     if not all(node.running for node in cluster.nodes):
-        return
+        try:
+            cluster.heal("yellow")
+        except EsError:
+            return  # the next test's es_single / es_pair restarts the cluster
     try:
         status, body = cluster.request("GET", f"/_cat/indices/{prefix}*?format=json&h=index")
     except Exception:

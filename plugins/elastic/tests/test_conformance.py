@@ -1,7 +1,8 @@
 """The conformance kit against a real single node and a real two-node cluster.
 
-Making the backend unavailable stops the node(s); restoring starts them again on the same ports
-and data, so the outage check also proves that the *same* backend instance recovers.
+Making the backend unavailable stops the node(s); restoring starts them all again on the same
+ports and data and waits for green, so the outage check also proves that the *same* backend
+instance recovers.
 """
 
 from __future__ import annotations
@@ -42,17 +43,16 @@ class _ElasticConformance(BackendConformance):
     @pytest.fixture
     def make_backend_unavailable(self, cluster: EsCluster) -> Callable[[], None]:
         def down() -> None:
-            for i in reversed(range(len(cluster.nodes))):
-                cluster.stop_node(i)
+            cluster.stop_nodes()  # all at once: a full outage, every shard copy as it was
 
         return down
 
     @pytest.fixture
     def restore_backend(self, cluster: EsCluster) -> Callable[[], None]:
         def up() -> None:
-            for i in range(len(cluster.nodes)):
-                cluster.start_node(i)
-            cluster.wait_for("green", timeout=120)
+            # Every node back before waiting for anything: one node alone may hold no
+            # in-sync copy of a shard (red) or not be in the voting configuration.
+            cluster.start_nodes(status="green")
 
         return up
 

@@ -6,6 +6,8 @@
   and writes answer ``INDEX_UNAVAILABLE``.  Then both nodes down: every op answers
   ``INDEX_UNAVAILABLE`` within its deadline; once they are back the *same* backend instance
   works again, with the same results.
+* A full outage where the only copy of a shard lives on the node outside the voting
+  configuration: neither node can come back alone, both started together bring it back green.
 """
 
 from __future__ import annotations
@@ -133,10 +135,9 @@ def test_no_master_then_both_nodes_down_then_the_same_backend_recovers(
         out = g.backend.search("outage", "otters", top_k=3, deadline=Deadline.after(DEADLINE_S))
         assert isinstance(out, IndexUnavailable) and "cannot reach" in out.reason
     finally:
-        # The voting node first: the other cannot elect a master on its own.
-        for i in (voter, other):
-            es_pair.start_node(i)
-    es_pair.wait_for("green", timeout=180)
+        # Both at once: the other cannot elect a master on its own, and waiting for
+        # either alone would wait on the one that is not back yet.
+        es_pair.start_nodes([voter, other], status="green")
     until = time.monotonic() + 30
     while not g.readiness().ready:
         assert time.monotonic() < until, g.readiness().reason
@@ -144,3 +145,32 @@ def test_no_master_then_both_nodes_down_then_the_same_backend_recovers(
     assert results(g, "outage") == before
     again = g.add("outage", [*ps, late])
     assert isinstance(again, Indexed) and again.known == 20 and again.added == 1
+
+
+def test_full_outage_brings_back_a_shard_only_the_non_voting_node_held(es_pair: EsCluster) -> None:
+    """The outage hooks' worst case, made deterministic: the only copy of a shard lives on
+    the node outside the voting configuration.  Neither node can come back alone (one has
+    no master, the other no copy of the shard), so a restore has to start both before it
+    waits for anything."""
+    index = "outage-pinned-test"
+    holder = 1 - voting_node(es_pair)
+    settings = {
+        "number_of_shards": 1,
+        "number_of_replicas": 0,
+        "index.routing.allocation.require._name": es_pair.nodes[holder].name,
+    }
+    status, body = es_pair.request("PUT", f"/{index}", {"settings": settings})
+    assert status == 200, body
+    try:
+        status, body = es_pair.request("PUT", f"/{index}/_doc/1?refresh=true", {"x": "kept"})
+        assert status in (200, 201), body
+        es_pair.stop_nodes()
+        assert not any(node.running for node in es_pair.nodes)
+        health = es_pair.start_nodes(status="green")
+        assert health["status"] == "green" and health["number_of_nodes"] == 2
+        assert health["active_primary_shards"] >= 1
+        status, body = es_pair.request("GET", f"/{index}/_count")
+        assert status == 200 and body["count"] == 1, body
+    finally:
+        if all(node.running for node in es_pair.nodes):
+            es_pair.request("DELETE", f"/{index}")

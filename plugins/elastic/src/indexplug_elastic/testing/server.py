@@ -63,7 +63,7 @@ import urllib.request
 import uuid
 import warnings
 import zipfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from http import HTTPStatus
 from pathlib import Path
 from types import TracebackType
@@ -1014,32 +1014,95 @@ class EsCluster:
                 )
         node._terminate(timeout=timeout, kill=kill)
 
+    def stop_nodes(
+        self, indices: Iterable[int] | None = None, *, timeout: float = 30.0, kill: bool = False
+    ) -> None:
+        """Stop several nodes (default: all) -- a full outage when they are all of them.
+
+        When no node stays up they are signalled at once and shut down in parallel:
+        nobody is left to reallocate shards or to need a voting exclusion, so every
+        copy stays as it was and :meth:`start_nodes` brings the same cluster back.
+        When some node stays up they are stopped one by one with :meth:`stop_node`.
+        """
+        chosen = sorted(set(range(self.size) if indices is None else indices))
+        survivors = [n for i, n in enumerate(self.nodes) if i not in chosen and n.running]
+        if survivors:
+            for index in chosen:
+                self.stop_node(index, timeout=timeout, kill=kill)
+            return
+        signum = signal.SIGKILL if kill else signal.SIGTERM
+        for index in chosen:
+            if self.nodes[index].running:
+                self.nodes[index]._signal(signum)
+        for index in chosen:
+            self.nodes[index]._terminate(timeout=timeout, kill=kill)
+
     def start_node(self, index: int, *, timeout: float | None = None) -> None:
         """Restart stopped node ``index`` on its ports and data; wait until it rejoined.
 
         Waits for "yellow" with all wanted nodes present (the restarted node's
         replicas may still be recovering); call ``wait_for("green")`` for more.
+        Starting one node at a time is only right while some node with a copy of
+        every shard is already up: after a full outage use :meth:`start_nodes`,
+        since a node alone may hold no in-sync copy of a shard (red) or not be in
+        the voting configuration (no master).
         """
-        node = self.nodes[index]
-        if node.running:
+        if self.nodes[index].running:
             return
+        self.start_nodes([index], status="yellow", timeout=timeout)
+
+    def start_nodes(
+        self,
+        indices: Iterable[int] | None = None,
+        *,
+        status: HealthStatus = "green",
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """(Re)start nodes (default: every one not running) together; wait for ``status``.
+
+        All of them are launched before anything is waited for, so after an outage
+        the nodes holding the voting configuration and the in-sync shard copies
+        are back however they were spread; then we wait until the cluster has
+        ``status`` with every wanted node in.  A node that crashed (wanted, but its
+        process is gone) is reaped and relaunched.  Once every node runs, voting
+        exclusions left by graceful :meth:`stop_node` calls are cleared.  Returns
+        the health response.
+        """
+        chosen = sorted(
+            {i for i, n in enumerate(self.nodes) if not n.running}
+            if indices is None
+            else {i for i in indices if not self.nodes[i].running}
+        )
         timeout = self.start_timeout if timeout is None else timeout
         started = time.monotonic()
-        self._launch(index)
-        self.wait_for("yellow", timeout=timeout)
-        node.started_seconds = time.monotonic() - started
-        if self._excluded:
-            try:
-                code, body = _http(
-                    "DELETE",
-                    f"{node.url}/_cluster/voting_config_exclusions?wait_for_removal=false",
-                )
-            except OSError as exc:
-                code, body = None, exc
-            if code == HTTPStatus.OK:
-                self._excluded = False
-            else:
-                warnings.warn(f"clearing voting exclusions failed ({code}): {body}", stacklevel=2)
+        for index in chosen:
+            if self.nodes[index].wanted:  # crashed: reap what is left of its group
+                self.nodes[index]._terminate(timeout=10.0, kill=True)
+            self._launch(index)
+        health = self.wait_for(status, timeout=timeout)
+        for index in chosen:
+            self.nodes[index].started_seconds = time.monotonic() - started
+        if self._excluded and all(node.running for node in self.nodes):
+            self._clear_voting_exclusions()
+        return health
+
+    def heal(self, status: HealthStatus = "green", timeout: float | None = None) -> dict[str, Any]:
+        """Back to full strength: every node running and joined, ``status`` reached,
+        no voting exclusions left.  Costs one health request when nothing is wrong;
+        meant for fixtures that share a cluster between tests that stop nodes."""
+        return self.start_nodes(status=status, timeout=timeout)
+
+    def _clear_voting_exclusions(self) -> None:
+        try:
+            code, body = self.request(
+                "DELETE", "/_cluster/voting_config_exclusions?wait_for_removal=false"
+            )
+        except OSError as exc:
+            code, body = None, exc
+        if code == HTTPStatus.OK:
+            self._excluded = False
+        else:
+            warnings.warn(f"clearing voting exclusions failed ({code}): {body}", stacklevel=3)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop all nodes (in parallel); delete their directories unless ``keep_data``.
