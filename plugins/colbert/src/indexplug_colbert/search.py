@@ -47,32 +47,39 @@ def candidates(
     probes = {
         name: cg.probe(query, centroids, nprobe) for name, centroids in snap.centroids.items()
     }
+    q_pooled = cg.pooled_query(query)
     sure: list[Pairs] = []
     reached: list[Pairs] = []
     cheap: list[NDArray[np.float32]] = []
+    pooled: list[NDArray[np.float32]] = []
     for s, view in enumerate(snap.views):
-        lists, book = view.segment.lists, view.segment.codebook
-        if lists is None or book is None:
+        seg = view.segment
+        if seg.lists is None or seg.codebook is None or seg.pooled is None:
             sure.append(_pairs(s, view.live_docs()))
             continue
-        docs, approx = cg.reach(probes[book], lists, view.alive)
+        docs, approx = cg.reach(probes[seg.codebook], seg.lists, view.alive)
         reached.append(_pairs(s, docs))
         cheap.append(approx)
+        pooled.append(seg.pooled[docs] @ q_pooled)
     if reached:
-        pairs = _concat(reached)
-        pairs = pairs[top_k(np.concatenate(cheap), max(reach_pool, pool))]
+        pairs, similar = _concat(reached), np.concatenate(pooled)
+        keep = top_k(_blend(np.concatenate(cheap), similar, pooled_weight), max(reach_pool, pool))
+        pairs, similar = pairs[keep], similar[keep]
         inter = np.empty(len(pairs), dtype=np.float32)
-        pooled = np.empty(len(pairs), dtype=np.float32)
-        q_pooled = cg.pooled_query(query)
         for s in np.unique(pairs[:, 0]):
             rows = np.flatnonzero(pairs[:, 0] == s)
             seg = snap.views[int(s)].segment
-            assert seg.lists is not None and seg.codebook is not None and seg.pooled is not None
+            assert seg.lists is not None and seg.codebook is not None
             inter[rows] = cg.interaction(probes[seg.codebook], seg.lists, pairs[rows, 1])
-            pooled[rows] = seg.pooled[pairs[rows, 1]] @ q_pooled
-        combined = cg.standardised(inter) + pooled_weight * cg.standardised(pooled)
-        sure.append(pairs[top_k(combined, pool)])
+        sure.append(pairs[top_k(_blend(inter, similar, pooled_weight), pool)])
     return _concat(sure)
+
+
+def _blend(a: NDArray[np.float32], b: NDArray[np.float32], weight: float) -> NDArray[np.float32]:
+    """Two estimates on different scales, standardised and added (``b`` weighted)."""
+    if weight == 0:
+        return a
+    return cg.standardised(a) + np.float32(weight) * cg.standardised(b)
 
 
 def exact(

@@ -52,11 +52,11 @@ def _bool(options: Mapping[str, Any], key: str, default: bool) -> bool:
 class NativeSettings:
     candidates: int = 128
     """Passages scored by exact MaxSim per search (at least ``top_k``)."""
-    reach_pool: int = 1024
-    """Passages re-scored by centroid interaction and pooled similarity before the exact stage."""
+    reach_pool: int = 384
+    """Passages re-scored by centroid interaction before the exact stage."""
     pooled_weight: float = 1.0
     """Weight of the pooled similarity next to centroid interaction (0: interaction alone)."""
-    nprobe: int = 4
+    nprobe: int = 2
     """Centroids probed per query token."""
     max_segments: int = 12
     """Above this many segments an add also merges the smallest ones (tiered merging)."""
