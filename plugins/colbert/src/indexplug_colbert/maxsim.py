@@ -46,7 +46,9 @@ def maxsim_blocks(query: F32, blocks: Sequence[Block]) -> F32:
     if len(keep) == 0:
         return scores
     kept = [blocks[int(i)] for i in keep]
-    codes = np.concatenate([b.codes for b in kept]).astype(np.float32)
+    # widened straight into one float32 matrix: no int8 copy of the stack first
+    codes = np.empty((int(lengths[keep].sum()), kept[0].codes.shape[1]), dtype=np.float32)
+    np.concatenate([b.codes for b in kept], out=codes, casting="unsafe")
     scales = np.concatenate([b.scales for b in kept])
     sims = codes @ query.T  # (total tokens, query tokens)
     sims *= scales[:, None]
