@@ -385,3 +385,91 @@ def test_a_cached_count_never_decides_an_answer(make_guard: MakeGuard, tmp_path:
     assert isinstance(g.search("docs", "otters"), IndexEmpty)
     exact = make_guard(count_ttl_s=0)
     assert isinstance(exact.search("docs", "otters"), IndexEmpty)
+
+
+class _Unreachable:
+    """A collection whose graph search never reaches ``hidden``: what Chroma's HNSW does with a
+    vector no other node links to (stored, counted, fetched by id, never found by a query)."""
+
+    def __init__(self, coll: object, hidden: set[str]) -> None:
+        self._coll, self._hidden, self.queries = coll, hidden, 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._coll, name)
+
+    def query(self, **kw: object) -> dict[str, list[list[object]]]:
+        self.queries += 1
+        n = int(kw.pop("n_results"))  # type: ignore[call-overload]
+        res = self._coll.query(n_results=n + len(self._hidden), **kw)  # type: ignore[attr-defined]
+        keep = [i for i, pid in enumerate(res["ids"][0]) if pid not in self._hidden][:n]
+        rows = ("ids", "documents", "metadatas", "distances")
+        return {k: [[v[0][i] for i in keep]] if k in rows and v else v for k, v in res.items()}
+
+
+def _hide(backend: ChromaBackend, monkeypatch: pytest.MonkeyPatch, hidden: set[str]) -> None:
+    real = ChromaBackend._search_handle
+
+    def handle(self: ChromaBackend, client: object, index: str, emb: object) -> object:
+        coll = real(self, client, index, emb)
+        return None if coll is None else _Unreachable(coll, hidden)
+
+    monkeypatch.setattr(backend, "_search_handle", handle.__get__(backend))
+
+
+def test_passages_the_graph_cannot_reach_are_found_by_an_exact_scan(
+    make_guard: MakeGuard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    g = make_guard()
+    ps = corpus(30)
+    assert isinstance(g.add("docs", ps), Indexed)
+    full = g.search("docs", "a note about otters and item5", top_k=30)
+    assert isinstance(full, Searched) and len(full.hits) == 30
+    hidden = {ps[5].id, ps[17].id}
+    _hide(g.backend, monkeypatch, hidden)
+    # Asked for every passage: the graph's short answer is completed, in the same order.
+    out = g.search("docs", "a note about otters and item5", top_k=30)
+    assert isinstance(out, Searched) and out.searched == 30
+    assert [h.passage for h in out.hits] == [h.passage for h in full.hits]
+    assert [h.score for h in out.hits] == pytest.approx([h.score for h in full.hits], abs=1e-5)
+    # The same with a filter: 6 passages are about otters, one of them hidden.
+    otters = g.search("docs", "a note about otters", top_k=10, filters={"topic": "otters"})
+    assert isinstance(otters, Searched)
+    assert {h.passage.id for h in otters.hits} == {
+        p.id for p in ps if p.metadata["topic"] == "otters"
+    }
+    # Asked for fewer than stored: approximate, like HNSW (no exact scan on every search).
+    few = g.search("docs", "a note about otters and item5", top_k=3)
+    assert isinstance(few, Searched) and len(few.hits) == 3
+    assert ps[5].id not in {h.passage.id for h in few.hits}
+
+
+def test_two_instances_on_one_home_share_one_chroma_system(tmp_path: Path) -> None:
+    """chromadb builds a folder's shared system without a lock: two clients created at once
+    for one folder could get two systems on one SQLite file.  Both instances add at once."""
+    import threading
+
+    backends = [
+        ChromaBackend(tmp_path / "c", ChromaSettings.from_options({"embedder": "hashing:default"}))
+        for _ in range(4)
+    ]
+    guards = [Guard(b, plugin="chroma") for b in backends]
+    barrier = threading.Barrier(len(guards))
+    outs: list[object] = []
+
+    def add(i: int, g: Guard) -> None:
+        barrier.wait()
+        outs.append(g.add("docs", corpus(10, tag=f"w{i}") + corpus(2, tag="shared")))
+
+    threads = [threading.Thread(target=add, args=(i, g)) for i, g in enumerate(guards)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(isinstance(o, Indexed) for o in outs), outs
+    assert sum(o.added for o in outs) == 42  # type: ignore[attr-defined]
+    systems = {id(b._store._open["docs"][0]._system) for b in backends}  # type: ignore[attr-defined]
+    assert len(systems) == 1
+    st = guards[0].status("docs")
+    assert isinstance(st, IndexStatus) and st.passages == 42
+    for g in guards:
+        g.close()

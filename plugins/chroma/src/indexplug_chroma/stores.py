@@ -8,6 +8,11 @@ close), so the backend's ops are written once.  What differs, and why:
   person can see, copy, size and delete, and keeps one index's damage away from the others.
   A client costs threads and open files, so at most ``max_open`` stay open; the least recently
   used idle one is closed when another is needed.  Size is measured from the files on disk.
+  chromadb shares one ``System`` per folder between the clients of a process, but creates it
+  check-then-act without a lock: two ``PersistentClient`` calls for one folder at once (two
+  backend instances on one home) can build two systems on one SQLite file, or fail half-way, and
+  a close racing a creation can stop the system the new client gets.  Every embedded client is
+  therefore created and closed under one process-wide lock (:data:`CLIENTS_LOCK`).
 * **Server**: one ``HttpClient``, created on first use (never by the factory, so creating a
   backend never touches the network) and dropped after a connection error, so that the next op
   reconnects: the backend recovers by itself when the server comes back.  A server does not
@@ -84,6 +89,11 @@ class Store(Protocol):
     def drop(self, index: str) -> bool: ...
 
     def disk_bytes(self, index: str) -> int | None: ...
+
+    def key(self, index: str) -> str:
+        """Names the index's collection process-wide (its folder, or server URL and name):
+        the key of its write lock and of its cached count."""
+        ...
 
     def count(self, index: str, collection: Any) -> int:
         """The passages in ``collection``, for searches: possibly from :class:`CountCache`."""
@@ -168,6 +178,9 @@ class CountCache:
 
 COUNTS = CountCache()
 
+CLIENTS_LOCK = threading.Lock()
+"""Held around every ``PersistentClient`` creation and close (see the module docstring)."""
+
 
 class EmbeddedStore:
     """``PersistentClient`` folders under ``home`` (see the module docstring)."""
@@ -196,9 +209,10 @@ class EmbeddedStore:
                 import chromadb
 
                 self.folder(index).mkdir(parents=True, exist_ok=True)
-                client = chromadb.PersistentClient(
-                    path=str(self.folder(index)), settings=chroma_settings()
-                )
+                with CLIENTS_LOCK:
+                    client = chromadb.PersistentClient(
+                        path=str(self.folder(index)), settings=chroma_settings()
+                    )
                 entry = [client, 0]
                 self._open[index] = entry
             entry[1] += 1
@@ -218,7 +232,7 @@ class EmbeddedStore:
             client, users = self._open[index]
             if users == 0:
                 del self._open[index]
-                _close(client)
+                _close_embedded(client)
 
     def get(self, client: Any, index: str) -> Any | None:
         return _get(client, index)
@@ -245,10 +259,11 @@ class EmbeddedStore:
             entry = self._open.get(index)
             if entry is not None and entry[1] == 0:
                 del self._open[index]
-                _close(entry[0])
+                _close_embedded(entry[0])
         path = str(self.folder(index))
-        if path not in SharedSystemClient._identifier_to_system:
-            shutil.rmtree(path, ignore_errors=True)
+        with CLIENTS_LOCK:  # no client of this folder can be created while it is removed
+            if path not in SharedSystemClient._identifier_to_system:
+                shutil.rmtree(path, ignore_errors=True)
         return existed
 
     def disk_bytes(self, index: str) -> int | None:
@@ -265,11 +280,14 @@ class EmbeddedStore:
             return None
         return total
 
+    def key(self, index: str) -> str:
+        return str(self.folder(index).absolute())
+
     def count(self, index: str, collection: Any) -> int:
-        return COUNTS.get(str(self.folder(index)), collection.count, self.settings.count_ttl_s)
+        return COUNTS.get(self.key(index), collection.count, self.settings.count_ttl_s)
 
     def forget_count(self, index: str) -> None:
-        COUNTS.forget(str(self.folder(index)))
+        COUNTS.forget(self.key(index))
 
     def heartbeat(self) -> str | None:
         return None
@@ -280,7 +298,7 @@ class EmbeddedStore:
     def close(self) -> None:
         with self._lock:
             for client, _users in self._open.values():
-                _close(client)
+                _close_embedded(client)
             self._open.clear()
 
 
@@ -339,14 +357,14 @@ class ServerStore:
     def disk_bytes(self, index: str) -> int | None:
         return None
 
-    def _count_key(self, index: str) -> str:
+    def key(self, index: str) -> str:
         return f"{self.settings.url}/{collection_name(index)}"
 
     def count(self, index: str, collection: Any) -> int:
-        return COUNTS.get(self._count_key(index), collection.count, self.settings.count_ttl_s)
+        return COUNTS.get(self.key(index), collection.count, self.settings.count_ttl_s)
 
     def forget_count(self, index: str) -> None:
-        COUNTS.forget(self._count_key(index))
+        COUNTS.forget(self.key(index))
 
     def heartbeat(self) -> str | None:
         """None when the server answers its heartbeat, else why not (bounded by
@@ -385,6 +403,11 @@ def _bound_requests(client: Any, settings: ChromaSettings) -> None:
         session.timeout = httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s)
     except Exception:
         pass
+
+
+def _close_embedded(client: Any) -> None:
+    with CLIENTS_LOCK:
+        _close(client)
 
 
 def _close(client: Any) -> None:
