@@ -259,6 +259,10 @@ class _Counting(HashingEmbedder):
         self.embedded += len(texts)
         return super().embed_documents(texts, granularity)
 
+    def embed_query(self, text: str, granularity: Granularity) -> Vector:
+        # queries (and the backend's warm-up query) are not passages: not counted
+        return HashingEmbedder.embed_documents(self, [text], granularity)[0]
+
 
 def test_embeddings_are_reused_by_passage_id(tmp_path: Path) -> None:
     counting = _Counting()
@@ -277,6 +281,7 @@ def test_embeddings_are_reused_by_passage_id(tmp_path: Path) -> None:
     assert counting.embedded == 32
     out = g.search("two", "a note about otters and item5", top_k=1)
     assert isinstance(out, Searched) and out.hits[0].passage == ps[5]
+    assert counting.embedded == 32
     counting.embedded = 0
     uncached = ChromaBackend(
         tmp_path / "c2",
@@ -473,3 +478,32 @@ def test_two_instances_on_one_home_share_one_chroma_system(tmp_path: Path) -> No
     assert isinstance(st, IndexStatus) and st.passages == 42
     for g in guards:
         g.close()
+
+
+def test_readiness_starts_the_model_warm_up_once_in_the_background(tmp_path: Path) -> None:
+    import threading
+
+    class Warming(HashingEmbedder):
+        def __init__(self) -> None:
+            super().__init__(256)
+            self.queries: list[str] = []
+            self.first = threading.Event()
+
+        def embed_query(self, text: str, granularity: Granularity) -> Vector:
+            self.queries.append(text)
+            self.first.set()
+            return super().embed_query(text, granularity)
+
+    emb = Warming()
+    backend = ChromaBackend(
+        tmp_path / "chroma",
+        ChromaSettings(embedder="hashing:default"),
+        embedder_factory=lambda spec: emb,
+    )
+    assert emb.queries == []  # creating the backend loads nothing
+    assert backend.readiness().ready
+    assert emb.first.wait(30), "readiness did not start the warm-up"
+    assert backend.readiness().ready and backend.readiness().ready
+    time.sleep(0.2)
+    assert emb.queries == ["warm up"]  # once per backend, whatever the readiness checks
+    backend.close()

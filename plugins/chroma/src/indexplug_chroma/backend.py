@@ -120,6 +120,7 @@ class ChromaBackend:
         self._embedder_factory = embedder_factory
         self._embedder: Embedder | None = None
         self._embedder_lock = threading.Lock()
+        self._warming = False
         self._max_batch: int | None = None
         self._handles: dict[str, tuple[Any, Any]] = {}
         """index -> (client, collection) for searches (see :meth:`_search_handle`)."""
@@ -142,6 +143,27 @@ class ChromaBackend:
         process otherwise pays the model load inside its op's deadline)."""
         emb = self.embedder()
         emb.embed_query("warm up", Granularity.TEXT)
+
+    def _warm_in_background(self) -> None:
+        """Start loading the model on a daemon thread, once per backend.
+
+        Called when the backend is first found ready: the model (seconds of imports and
+        weights) then loads while the first ops run, e.g. while an index is filled from the
+        embedding cache, instead of inside the deadline of the first search.  A failure is
+        ignored here; the op that needs the model reports it.
+        """
+        with self._embedder_lock:
+            if self._warming:
+                return
+            self._warming = True
+
+        def run() -> None:
+            try:
+                self.warm()
+            except Exception:
+                pass
+
+        threading.Thread(target=run, name="indexplug-chroma-warm", daemon=True).start()
 
     def _cache(self, emb: Embedder) -> EmbeddingCache | None:
         if not self.settings.embed_cache:
@@ -175,7 +197,10 @@ class ChromaBackend:
         if not ready.ready:
             return Readiness.no(f"embedder '{emb.name}' is not ready: {ready.reason}")
         beat = self._store.heartbeat()
-        return Readiness.no(beat) if beat else Readiness.yes()
+        if beat:
+            return Readiness.no(beat)
+        self._warm_in_background()
+        return Readiness.yes()
 
     def close(self) -> None:
         self._handles.clear()
