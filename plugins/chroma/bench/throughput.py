@@ -12,6 +12,13 @@ Usage (from the repository root; ``--home`` keeps the cache for a later ``indexp
 
     .venv/bin/python plugins/chroma/bench/throughput.py ../shared/data/beir/scifact \
         --embedder sentence-transformers:all-MiniLM-L6-v2 --home /tmp/ip-bench --json
+
+``--limit N`` indexes the first ``N`` passages only (a cold run of the whole of SciFact takes
+half an hour on a busy 2-core machine); ``--mode server`` writes to a real ``chroma run``
+started for the run (``indexplug_chroma.testing``) instead of embedded folders.  Embedded, the
+report also gives the warm index's size on disk next to the budget's projection for it
+(:mod:`indexplug_chroma.sizes`), measured after the client is closed (Chroma writes its HNSW
+files every 1,000 additions and on close).
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--embedder", default="sentence-transformers:all-MiniLM-L6-v2")
     ap.add_argument("--home", type=Path, default=None, help="indexplug home (must be fresh)")
     ap.add_argument("--batch", type=int, default=1000)
+    ap.add_argument("--limit", type=int, default=None, help="index the first N passages only")
+    ap.add_argument("--mode", choices=["embedded", "server"], default="embedded")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
@@ -45,9 +54,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from indexplug.plugins import get_registry
 
     ds = load_beir(args.dataset)
-    passages = list(corpus_passages(ds))
+    passages = list(corpus_passages(ds))[: args.limit]
     chars = sum(len(p.text) for p in passages)
-    guard = get_registry().backend("chroma", {"embedder": args.embedder})
+    load_before = os.getloadavg()[0]
+    options: dict[str, Any] = {"embedder": args.embedder}
+    server = None
+    if args.mode == "server":
+        from indexplug_chroma.testing import ChromaServer
+
+        server = ChromaServer().start()
+        options.update(mode="server", host=server.host, port=server.port)
+    guard = get_registry().backend("chroma", options)
     backend: Any = guard.backend
     t = time.perf_counter()
     backend.warm()
@@ -68,12 +85,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     cold_s = index_all("bench-cold")
     warm_s = index_all("bench-warm")
+    sizes_report: dict[str, Any] = {}
+    if server is None:
+        from indexplug_chroma import sizes
+
+        backend._store.close()  # let Chroma write its HNSW files before the folder is measured
+        measured = backend._store.disk_bytes("bench-warm")
+        dim = backend.embedder().dim
+        projected = sizes.EMPTY_FOLDER_BYTES + sizes.projected_bytes(passages, dim)
+        sizes_report = {
+            "disk_bytes": measured,
+            "projected_bytes": projected,
+            "disk_bytes_per_passage": round(measured / len(passages)) if measured else None,
+            "projected_bytes_per_passage": round(projected / len(passages)),
+        }
     for name in ("bench-cold", "bench-warm"):
         guard.call_extra("drop", name)
     guard.close()
+    if server is not None:
+        server.close()
     report = {
         "dataset": ds.name,
         "embedder": args.embedder,
+        "mode": args.mode,
         "passages": len(passages),
         "mean_chars": round(chars / len(passages)),
         "model_load_s": round(load_s, 1),
@@ -81,8 +115,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "cold_passages_per_s": round(len(passages) / cold_s, 1),
         "warm_s": round(warm_s, 1),
         "warm_passages_per_s": round(len(passages) / warm_s, 1),
+        **sizes_report,
         "cpu_count": os.cpu_count(),
-        "load_average_1m": round(os.getloadavg()[0], 1),
+        "load_average_1m_before": round(load_before, 1),
+        "load_average_1m_after": round(os.getloadavg()[0], 1),
     }
     tmp.cleanup()
     if args.json:
