@@ -19,9 +19,9 @@ in another process may be loading it); older ones are swept by the next commit.
 
 * **add**: RAGatouille rebuilds the whole PLAID index (new k-means) when the index would hold
   fewer than 5,000 passages or the batch is more than 5% of it (its own ``_should_rebuild``); this
-  engine follows the same rule.  Otherwise the current generation is copied and extended with
-  ColBERT's ``IndexUpdater`` (``add_to_index``: the new passages are encoded and appended, the
-  centroids stay).  A rebuild also drops removed passages.
+  engine rebuilds on every add: RAGatouille's append path above that threshold (ColBERT's
+  ``IndexUpdater``) is broken in these versions on CPU (see :data:`APPEND`).  A rebuild also
+  drops removed passages.
 * **remove**: a tombstone list in ``state.json`` (no PLAID write).  RAGatouille's own
   ``delete_from_index`` is not used: in 0.0.9.post2 it desynchronises ``collection.json`` from
   ColBERT's pids (wrong texts, ``IndexError`` in search, wrong ids after a later add), and
@@ -94,6 +94,13 @@ PAD_TEXTS = (
     "weather and cooking, so that tiny indexes still have enough tokens for k-means.",
 )
 INSTALL = "indexplug-colbert[ragatouille]"
+
+APPEND = False
+"""Append with ColBERT's ``IndexUpdater`` above RAGatouille's rebuild threshold.  Off: in
+colbert-ai 0.2.22 on CPU, appending to a fresh index fails an assertion (ivf padding; patched
+below), and with that patched the appended passages were still not found by a search (seen in
+``test_incremental_add_appends_without_rebuilding``).  So every add rebuilds, which is always
+correct."""
 
 _LOCK = threading.RLock()
 """Serialises every call into RAGatouille/ColBERT in this process (see the module docstring)."""
@@ -745,7 +752,8 @@ class RagatouilleIndex:
 
         n_pids = len(state.pids)
         incremental = (
-            state.folder is not None
+            APPEND
+            and state.folder is not None
             and not (seen & state.removed)
             and not PLAIDModelIndex._should_rebuild(n_pids, len(new))
         )
