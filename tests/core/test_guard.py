@@ -218,3 +218,25 @@ def test_a_cooperative_plugin_that_overruns_is_still_a_timeout() -> None:
     late = Cooperative(NoMatch(index="i", searched=1), sleep=0.5)
     out = Guard(late).search("i", "q", deadline_s=0.1)
     assert isinstance(out, IndexTimeout) and out.deadline_s == 0.1
+
+
+def test_a_passage_tampered_after_it_was_served_intact_is_still_refused() -> None:
+    """The guard remembers verified passages; a changed field is hashed again, not trusted."""
+    fake = Fake(searched(hit(1, 2.0)))
+    guard = Guard(fake)
+    assert isinstance(guard.search("i", "q"), Searched)
+    assert isinstance(guard.search("i", "q"), Searched)  # served from the memory
+    for change in ({"text": P1.text + "!"}, {"start": P1.start + 1}, {"end": P1.end + 1}):
+        fields = {
+            "id": P1.id,
+            "text": P1.text,
+            "source": P1.source,
+            "start": P1.start,
+            "end": P1.end,
+        }
+        bad = Passage.from_stored(**{**fields, **change})  # type: ignore[arg-type]
+        fake.answer = searched(
+            Hit.model_construct(rank=1, score=1.0, score_scale="test", passage=bad)
+        )
+        out = guard.search("i", "q")
+        assert isinstance(out, IndexFailed) and out.error_type == "IntegrityError", change

@@ -49,6 +49,8 @@ MAX_QUERY_CHARS = 100_000
 MAX_REMOVE_IDS = 100_000
 GRACE_S = 0.2
 """How long past the deadline the guard waits for the plugin's own (more precise) answer."""
+VERIFIED_CACHE = 4096
+"""Passages whose integrity the guard remembers having checked (their text is kept)."""
 READY_TTL_S = 1.0
 """A *ready* answer is trusted this long; a not-ready one is asked again on every call."""
 
@@ -83,6 +85,8 @@ class Guard:
         self.plugin = plugin or getattr(backend, "name", type(backend).__name__)
         self._ready_until = 0.0
         self._ready_lock = threading.Lock()
+        self._verified: dict[str, tuple[str, str, int, int]] = {}
+        """Hashed fields of passages already found intact, by id (see :meth:`_intact`)."""
         caps = getattr(backend, "capabilities", None)
         self._inline = getattr(caps, "cooperative_deadlines", False) is True
         """Run ops on the caller's thread (the plugin claims to stop by its deadlines)."""
@@ -379,6 +383,25 @@ class Guard:
                 self.forget_readiness()
         return check(out)
 
+    def _intact(self, p: Passage) -> bool:
+        """Whether ``p`` still matches its content-addressed id.
+
+        Hashing every hit's text is most of what the guard costs on a search, and the same
+        passages come back query after query; so the fields of a passage that was verified are
+        remembered by id, and a passage equal to them in every hashed field is intact without
+        hashing again (equal inputs, equal hash).  Anything else is hashed.  The memory is
+        bounded (:data:`VERIFIED_CACHE` passages, then it starts over).
+        """
+        key = (p.text, p.source.uri, p.start, p.end)
+        if self._verified.get(p.id) == key:
+            return True
+        if p.id != p.expected_id():
+            return False
+        if len(self._verified) >= VERIFIED_CACHE:
+            self._verified.clear()
+        self._verified[p.id] = key
+        return True
+
     def _check_hits(self, out: Searched, top_k: int) -> IndexFailed | None:
         index = out.index
         if not out.hits:
@@ -410,7 +433,7 @@ class Guard:
             if (higher and hit.score > prev) or (not higher and hit.score < prev):
                 return self._violation(index, f"scores are out of order at rank {i}")
             prev = hit.score
-            if hit.passage.id != hit.passage.expected_id():
+            if not self._intact(hit.passage):
                 return IndexFailed(
                     index=index,
                     backend=self.plugin,
