@@ -158,7 +158,7 @@ def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
         "started and ended (2 cores: above 2 means the figures' wall clock is inflated).",
         "- Every system runs in its own process; figures are the median of the repeats with the "
         "spread (min..max) in brackets.  Latency covers one `search` call as a user makes it "
-        "(top 100, query embedding included for dense systems).  Peak memory is the process's "
+        "(as many hits as the *top k* column says, query embedding included for dense systems).  Peak memory is the process's "
         "peak resident set (for Elasticsearch, the client process; the server's heap is 512 MB).",
         "",
         "## Quality and speed on SciFact",
@@ -223,6 +223,16 @@ def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
         lines.append("")
         if "scale.png" in charts:
             lines += ["![latency and size against corpus size](img/scale.png)", ""]
+    lines += [
+        "## Not in these tables",
+        "",
+        "Systems that embed every passage with MiniLM on the CPU (chroma, elastic kNN and "
+        "hybrid, the colbert engines) take minutes to hours per repeat on a small machine; "
+        "their figures were measured with each backend's own scripts and `indexplug eval`, "
+        "with the commands, in [chroma](backends/chroma.md), [elastic](backends/elastic.md) "
+        "and [colbert](backends/colbert.md), and [fusion](fusion.md).",
+        "",
+    ]
     if results.get("skipped"):
         lines += ["## Not measured in this run", "", "| system | why |", "|---|---|"]
         for name, why in results["skipped"].items():

@@ -300,8 +300,10 @@ class RawElastic:
         self.es.indices.refresh(index=self.name)
 
     def search(self, query: str, k: int) -> list[str]:
+        # the text comes back with each hit, as every other system here returns it (a RAG
+        # pipeline needs it); ids alone would be a lighter request than any user makes
         res = self.es.search(
-            index=self.name, query={"match": {"text": query}}, size=k, source=False
+            index=self.name, query={"match": {"text": query}}, size=k, source=["text"]
         )
         return [h["_id"] for h in res["hits"]["hits"]]
 
