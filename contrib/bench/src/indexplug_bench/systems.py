@@ -219,8 +219,12 @@ class RawChroma:
         self.client = chromadb.PersistentClient(
             path=str(home / "chroma"), settings=Settings(anonymized_telemetry=False)
         )
+        # the same search breadth as the indexplug chroma backend's default (ef_search 256;
+        # Chroma's own is 100), so the two run the same search
         self.col = self.client.create_collection(
-            "raw", metadata={"hnsw:space": "cosine"}, embedding_function=None
+            "raw",
+            configuration={"hnsw": {"space": "cosine", "ef_search": 256}},
+            embedding_function=None,
         )
         self.embedder = get_embedder(embedder_spec)
 
