@@ -78,3 +78,8 @@ def test_eval_on_a_tiny_beir_dataset(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     rep = json.loads(r.output)
     assert rep["ndcg_at_10"] == 1.0 and rep["queries"] == 2 and rep["outcomes"] == {"SEARCHED": 2}
+    # one passage per add gives the same answer; a batch of 0 is refused before anything runs
+    r = run("eval", str(ds), "--batch", "1", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["ndcg_at_10"] == 1.0
+    assert run("eval", str(ds), "--batch", "0").exit_code != 0

@@ -324,6 +324,15 @@ def eval_(
     index: Annotated[str | None, typer.Option(help="Index name (default: eval-DATASET).")] = None,
     split: Annotated[str, typer.Option(help="Qrels split.")] = "test",
     keep: Annotated[bool, typer.Option(help="Keep the index (default: reuse is refused).")] = False,
+    batch: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=10_000,
+            help="Passages per add (one add for the whole corpus suits engines that "
+            "rebuild on every add).",
+        ),
+    ] = 1000,
     as_json: JsonOpt = False,
 ) -> None:
     """Index a BEIR dataset into a fresh index and report nDCG@10, Recall@100, MRR@10, speed."""
@@ -340,7 +349,13 @@ def eval_(
                 "(remove it or pass --index NAME)"
             )
         report = run_eval(
-            t.guard, ds, t.index, backend=t.backend_name, options=t.describe(), searcher=t.search
+            t.guard,
+            ds,
+            t.index,
+            backend=t.backend_name,
+            options=t.describe(),
+            searcher=t.search,
+            batch=batch,
         )
         if not keep:
             t.drop()
