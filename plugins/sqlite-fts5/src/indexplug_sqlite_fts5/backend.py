@@ -175,7 +175,7 @@ class SqliteFts5Backend:
                 # before anything is written: a new file gets PAGE_SIZE pages (an existing one
                 # keeps its own; SQLite ignores the pragma once the file has content)
                 conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
-            conn.execute("PRAGMA journal_mode=WAL")
+            _ensure_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(f"PRAGMA cache_size=-{self.cache_kb}")
             if conn.execute("PRAGMA application_id").fetchone()[0] == 0:
@@ -556,6 +556,33 @@ class SqliteFts5Backend:
         assert conn is not None
         conn.execute("UPDATE passages SET text = ? WHERE id = ?", (text, passage_id))
         self._forget_stats(index)
+
+
+WAL_SWITCH_S = 10.0
+"""Longest a new connection keeps retrying the switch of a new file to WAL."""
+
+
+def _ensure_wal(conn: sqlite3.Connection) -> None:
+    """Put the file in WAL mode (it stays so: the mode is recorded in the file).
+
+    Switching needs the file to itself, and SQLite answers ``database is locked`` at once,
+    without its busy handler, while another connection is using it: which is exactly what
+    happens when several threads or processes open a new index together.  So the mode is read
+    first (an index already in WAL needs nothing) and the switch retried for a while.
+    """
+    if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+        return
+    give_up = time.monotonic() + WAL_SWITCH_S
+    pause = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > give_up:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def _stored_rows(passages: Sequence[Passage]) -> list[tuple[Any, ...]]:
