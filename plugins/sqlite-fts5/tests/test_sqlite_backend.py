@@ -246,3 +246,22 @@ def test_a_write_killed_with_sigkill_leaves_the_index_as_before(
         assert c.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert c.execute("SELECT count(*) FROM passages").fetchone() == (7,)
     assert isinstance(g2.add("crash", corpus(3, prefix="after")), Indexed)
+
+
+def test_connections_of_finished_threads_are_closed(tmp_path: Path) -> None:
+    """The guard calls this backend on the caller's thread and connections are per thread: a
+    caller that runs each request on a new thread must not pile up open connections."""
+    import gc
+
+    backend = SqliteFts5Backend(tmp_path)
+    g = Guard(backend)
+    assert isinstance(g.add("i", corpus(5)), Indexed)
+    answers: list[object] = []
+    for _ in range(20):
+        t = threading.Thread(target=lambda: answers.append(g.search("i", "alpha")))
+        t.start()
+        t.join()
+    gc.collect()
+    assert len(answers) == 20 and all(isinstance(a, Searched) for a in answers)
+    assert len(backend._all) <= 1  # this thread's own (from the add), none of the 20
+    backend.close()

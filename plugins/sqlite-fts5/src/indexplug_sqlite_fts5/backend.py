@@ -21,6 +21,7 @@ import json
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -142,7 +143,10 @@ class SqliteFts5Backend:
         self.cache_kb = int(cache_mb) * 1024
         self.busy_timeout_s = float(options.get("busy_timeout_s", 0)) or None
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        self._all: weakref.WeakSet[_Connection] = weakref.WeakSet()
+        """Every open connection, for :meth:`close`.  Weak: connections are per thread (the
+        guard calls this backend on the caller's thread), and when a caller's thread ends, its
+        thread-local connections are dropped and closed with it instead of piling up here."""
         self._all_lock = threading.Lock()
 
     # -- connections ---------------------------------------------------------------------
@@ -169,7 +173,9 @@ class SqliteFts5Backend:
             if not create:
                 return None
             self.home.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
+        conn = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False, timeout=10, factory=_Connection
+        )
         try:
             if fresh:
                 # before anything is written: a new file gets PAGE_SIZE pages (an existing one
@@ -207,12 +213,12 @@ class SqliteFts5Backend:
             raise
         conns[index] = conn
         with self._all_lock:
-            self._all.append(conn)
+            self._all.add(conn)
         return conn
 
     def close(self) -> None:
         with self._all_lock:
-            for c in self._all:
+            for c in list(self._all):
                 try:
                     c.close()
                 except sqlite3.Error:
@@ -556,6 +562,10 @@ class SqliteFts5Backend:
         assert conn is not None
         conn.execute("UPDATE passages SET text = ? WHERE id = ?", (text, passage_id))
         self._forget_stats(index)
+
+
+class _Connection(sqlite3.Connection):
+    """A connection that can be weakly referenced (``sqlite3.Connection`` itself cannot)."""
 
 
 WAL_SWITCH_S = 10.0
