@@ -35,9 +35,7 @@ from indexplug_colbert.settings import IndexFacts
 
 Make = Callable[..., Guard]
 OPTIONS = {"engine": "ragatouille", "checkpoint": "minilm"}
-INSTALLED = rag_engine._installed()
 real = pytest.mark.ragatouille
-needs_libs = pytest.mark.skipif(not INSTALLED, reason="ragatouille is not installed")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -107,7 +105,7 @@ def test_broken_ragatouille_is_not_ready_with_the_reason(
         assert "boom" in out.reason
 
 
-@needs_libs
+@real
 def test_an_unknown_checkpoint_is_not_ready(make: Make) -> None:
     g = make(engine="ragatouille", checkpoint="no-such-org/no-such-colbert")
     r = g.readiness()
