@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from indexplug.deadlines import Deadline
 from indexplug.embedcache import EmbeddingCache, cache_for, embed_passages
-from indexplug.passages import Passage, Source
+from indexplug.passages import Passage
 from indexplug.protocols import Embedder, Granularity, Readiness
 
 from indexplug_colbert import search as stages
@@ -47,6 +47,7 @@ from indexplug_colbert.engines.base import (
 )
 from indexplug_colbert.engines.native_settings import OPTIONS, NativeSettings
 from indexplug_colbert.maxsim import EMPTY_SCORE, as_query, maxsim_blocks, token_matches, top_k
+from indexplug_colbert.records import from_record, to_record
 from indexplug_colbert.segments import PassageData, projected_bytes
 from indexplug_colbert.store import Snapshot, Store
 from indexplug_colbert.transaction import Transaction
@@ -200,7 +201,7 @@ class NativeIndex:
         best = top_k(scores, k)
         check_deadline(deadline, "reading the hits")
         hits = [
-            (_from_record(snap.views[int(s)].segment.record(int(d))), float(scores[i]))
+            (from_record(snap.views[int(s)].segment.record(int(d))), float(scores[i]))
             for i, (s, d) in zip(best, pairs[best], strict=True)
         ]
         return Ranked(hits=hits, searched=snap.live, query_tokens=len(q))
@@ -260,7 +261,7 @@ class NativeIndex:
         segment = snap.views[where[0]].segment
         block = segment.block(where[1])
         best, sims = token_matches(q, block)
-        passage = _from_record(segment.record(where[1]))
+        passage = from_record(segment.record(where[1]))
         q_tokens, p_tokens = self._token_strings(query, passage.text)
         return Explained(
             passage=passage,
@@ -287,7 +288,7 @@ class NativeIndex:
     # -- writing -------------------------------------------------------------------------
     def prepare(self, passages: Sequence[Passage], deadline: Deadline) -> Prepared:
         blocks = self._embed(passages, deadline)
-        records = [p.model_dump_json(exclude_none=True).encode("utf-8") for p in passages]
+        records = [to_record(p) for p in passages]
         data = [
             PassageData(id=p.id, record=r, vectors=v)
             for p, r, v in zip(passages, records, blocks, strict=True)
@@ -402,16 +403,3 @@ class NativeIndex:
 
     def close(self) -> None:
         self.store.close()
-
-
-def _from_record(raw: bytes) -> Passage:
-    data = json.loads(raw)
-    return Passage.from_stored(
-        id=data["id"],
-        text=data["text"],
-        source=Source.model_validate(data["source"]),
-        start=data["start"],
-        end=data["end"],
-        document_sha256=data.get("document_sha256"),
-        metadata=data.get("metadata") or None,
-    )

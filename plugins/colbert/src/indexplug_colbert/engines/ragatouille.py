@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from indexplug.deadlines import Deadline
-from indexplug.passages import Passage, Source
+from indexplug.passages import Passage
 from indexplug.protocols import Embedder, Readiness
 
 from indexplug_colbert.engines.base import (
@@ -73,6 +73,7 @@ from indexplug_colbert.engines.base import (
     TokenMatchData,
     check_deadline,
 )
+from indexplug_colbert.records import from_record, to_record
 
 __all__ = ["OPTIONS", "RagatouilleEngine", "RagatouilleIndex", "RagatouilleSettings"]
 
@@ -617,7 +618,7 @@ class RagatouilleIndex:
             pid = str(r["document_id"])
             if pid.startswith(PAD_PREFIX) or pid in removed or pid not in loaded.records:
                 continue
-            hits.append((_from_record(loaded.records[pid]), float(r["score"])))
+            hits.append((from_record(loaded.records[pid]), float(r["score"])))
             if len(hits) == top_k:
                 break
         return Ranked(
@@ -672,7 +673,7 @@ class RagatouilleIndex:
         loaded = self._current()
         if passage_id not in set(loaded.state.live):
             return None
-        passage = _from_record(loaded.records[passage_id])
+        passage = from_record(loaded.records[passage_id])
         rag = self._encoder()
         check_deadline(deadline, "encoding")
         with self._colbert(self.root) as libs:
@@ -707,7 +708,7 @@ class RagatouilleIndex:
         """Nothing is encoded here (RAGatouille encodes while it indexes); the projection is an
         estimate of the PLAID index and the passage records after the write."""
         check_deadline(deadline, "estimating the write")
-        records = [p.model_dump_json(exclude_none=True).encode("utf-8") for p in passages]
+        records = [to_record(p) for p in passages]
         loaded = self._current()
         current = [loaded.records[i] for i in loaded.state.live]
         after = self._estimate(current + records)
@@ -921,19 +922,6 @@ def _write_records(path: Path, records: Sequence[bytes]) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-
-
-def _from_record(raw: bytes) -> Passage:
-    data = json.loads(raw)
-    return Passage.from_stored(
-        id=data["id"],
-        text=data["text"],
-        source=Source.model_validate(data["source"]),
-        start=data["start"],
-        end=data["end"],
-        document_sha256=data.get("document_sha256"),
-        metadata=data.get("metadata") or None,
-    )
 
 
 def _file_size(path: Path) -> int:
