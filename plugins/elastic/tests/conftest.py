@@ -73,6 +73,22 @@ def _uses(session: pytest.Session, fixture: str) -> bool:
     return any(fixture in getattr(item, "fixturenames", ()) for item in session.items)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test's report carries the tail of every running node's log: what the server
+    was doing (a slow fsync, a long GC, a shard that would not allocate) is the evidence a
+    timeout on a CI machine otherwise lacks."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.when != "call" or not report.failed:
+        return
+    for fut in list(_clusters.values()):
+        if not fut.done() or fut.exception() is not None:
+            continue
+        for node in fut.result().nodes:
+            report.sections.append((f"Elasticsearch node {node.name}", node.log_tail(30)))
+
+
 @pytest.fixture(scope="session")
 def _es_single_session(request: pytest.FixtureRequest) -> Iterator[EsCluster]:
     future = _start(1)

@@ -291,9 +291,13 @@ def test_tamper_optimize_and_drop(make_single: BackendMaker) -> None:
     out = g.search("t", "item2")
     assert isinstance(out, IndexFailed) and "no longer matches" in out.reason
     g.remove("t", [ps[2].id])
-    optimized = g.call_extra("optimize", "t")
-    assert optimized.exists and optimized.passages == 4
-    dropped = g.call_extra("drop", "t")
+    # What is checked here is the result, not the speed.  On CI this force merge (instant at
+    # this size, here) twice ran past the 60 s set-up deadline, for a reason not seen yet: not
+    # the disk watermark (the test servers run with the disk-threshold allocator off); a
+    # failure's report now carries the nodes' log tails (conftest.py).
+    optimized = g.call_extra("optimize", "t", deadline_s=240)
+    assert optimized.exists and optimized.passages == 4, optimized
+    dropped = g.call_extra("drop", "t", deadline_s=240)
     assert dropped.exists is False
     assert g.status("t").exists is False
     assert isinstance(g.search("t", "alpha"), IndexEmpty)
