@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 TAIL_LINES = 40
@@ -22,9 +23,11 @@ def tail(text: str, lines: int = TAIL_LINES) -> str:
 
 
 def main(path: str) -> int:
-    usage = shutil.disk_usage(".")
     print("\n==== CI digest ====")
-    print(f"disk: {usage.free / 2**30:.1f} GiB free of {usage.total / 2**30:.1f} GiB")
+    for where in (".", tempfile.gettempdir(), str(Path.home())):
+        usage = shutil.disk_usage(where)
+        free, total = usage.free / 2**30, usage.total / 2**30
+        print(f"disk at {where}: {free:.1f} GiB free of {total:.1f} GiB")
     try:
         meminfo = Path("/proc/meminfo").read_text().splitlines()[:3]
         print("memory:", "; ".join(" ".join(line.split()) for line in meminfo))
