@@ -197,7 +197,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     details = getattr(status, "details", {})
 
     queries = list(ds.queries.items())[: args.limit or None]
-    key = f"{args.embedder}|{getattr(status, 'passages', None)}|{details.get('token_vectors')}"
+    # the scoring arithmetic is part of the key: since the query is quantised (int8) like the
+    # passages, a reference computed with float queries no longer applies
+    key = (
+        f"{args.embedder}|{getattr(status, 'passages', None)}|{details.get('token_vectors')}|q-int8"
+    )
     truth, ref_ms = reference(args.reference, exhaustive, args.index, queries, key)
     by_id = {p.id: doc_id(p) for p in corpus_passages(ds)}
     as_docs = {q: [by_id[i] for i in ids] for q, ids in truth.items()}

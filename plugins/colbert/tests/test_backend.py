@@ -78,11 +78,15 @@ def test_scores_are_exact_maxsim(guard: Guard) -> None:
     assert isinstance(out, Searched) and len(out.hits) == 12
     emb = get_embedder("hashing:default")
     q = emb.embed_query("alpha beta item3", Granularity.TOKEN)
+    scored_q = quantize(q).dequantize()  # the query is quantised like the passages
     for hit in out.hits:
         d = emb.embed_documents([hit.passage.text], Granularity.TOKEN)[0]
         stored = quantize(d).dequantize()  # what the index keeps
-        assert hit.score == pytest.approx(float((q @ stored.T).max(axis=1).sum()), abs=1e-5)
-        assert hit.score == pytest.approx(float((q @ d.T).max(axis=1).sum()), abs=0.02)
+        want = float((scored_q @ stored.T).max(axis=1).sum())
+        assert hit.score == pytest.approx(want, abs=1e-5)
+        # against unquantised vectors: each cosine moves by under 0.01 (the hashing embedder's
+        # components 1/3 and 2/3 share a token's int8 scale, the worst case for rounding)
+        assert hit.score == pytest.approx(float((q @ d.T).max(axis=1).sum()), abs=0.01 * len(q))
 
 
 def test_zero_token_passages_are_stored_but_never_hits(guard: Guard) -> None:

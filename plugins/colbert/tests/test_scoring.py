@@ -19,11 +19,13 @@ def test_maxsim_blocks_equals_the_definition() -> None:
     q = unit(rng, 5)
     blocks = [quantize(unit(rng, n)) for n in (3, 0, 1, 7)]
     got = maxsim_blocks(q, blocks)
+    scored_q = quantize(q).dequantize()  # the query is quantised like a passage
+    assert np.abs(scored_q - q).max() < 0.01
     for b, s in zip(blocks, got, strict=True):
         if len(b) == 0:
             assert s == EMPTY_SCORE
         else:
-            want = sum(max(float(qi @ d) for d in b.dequantize()) for qi in q)
+            want = sum(max(float(qi @ d) for d in b.dequantize()) for qi in scored_q)
             assert s == pytest.approx(want, abs=1e-5)
     assert (maxsim_blocks(q[:0], blocks) == EMPTY_SCORE).all()
 
@@ -33,8 +35,9 @@ def test_token_matches_sum_to_maxsim() -> None:
     q, d = unit(rng, 4), quantize(unit(rng, 9))
     best, sims = token_matches(q, d)
     assert sims.sum() == pytest.approx(float(maxsim_blocks(q, [d])[0]), abs=1e-5)
-    dense = d.dequantize()
-    assert all(sims[i] == pytest.approx(float(q[i] @ dense[best[i]])) for i in range(4))
+    dense, scored_q = d.dequantize(), quantize(q).dequantize()
+    assert all(sims[i] == pytest.approx(float(scored_q[i] @ dense[best[i]])) for i in range(4))
+    assert all(best[i] == int(np.argmax(dense @ scored_q[i])) for i in range(4))
 
 
 def test_quantisation_keeps_cosines_within_a_thousandth() -> None:

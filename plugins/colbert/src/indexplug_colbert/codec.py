@@ -1,10 +1,12 @@
 """How token vectors are stored: int8 per component, one float32 scale per token.
 
 Why int8 rather than float16: both halve or better the size of float32 (int8: ``dim + 4`` bytes
-a token, float16: ``2 * dim``), but the exact MaxSim stage must widen stored vectors to float32
-for a BLAS product, and widening int8 is a plain SIMD conversion while numpy (and torch on CPU)
-widen float16 element by element: measured ~19x faster for the same block.  The scale is applied
-after the product, on the small ``(tokens, query tokens)`` matrix, not on the vectors.
+a token, float16: ``2 * dim``), but int8 codes can be multiplied as they are stored: the query
+is quantised the same way and the exact MaxSim stage takes one integer product of the codes
+(:mod:`.kernels`: the CPU's int8 instructions through torch, or an exact float32 BLAS product of
+the widened codes; widening int8 is a plain SIMD conversion, while numpy widens float16 element
+by element, measured ~19x slower).  The scales are applied after the product, on the small
+``(tokens, query tokens)`` matrix, not on the vectors.
 
 Symmetric per-token quantisation of a unit vector ``x``: ``scale = max|x| / 127``,
 ``code = round(x / scale)``.  Cosines move by a few thousandths at most, far below the gaps

@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from indexplug_colbert import candidates as cg
-from indexplug_colbert.maxsim import EMPTY_SCORE, maxsim_blocks, top_k
+from indexplug_colbert.maxsim import EMPTY_SCORE, as_query_block, maxsim_blocks, top_k
 from indexplug_colbert.store import Snapshot
 
 Pairs = NDArray[np.int64]
@@ -91,11 +91,12 @@ def exact(
     """Exact MaxSim of every pair, read from the memory maps in storage order (neighbouring
     passages share pages), in chunks with a deadline check between them."""
     scores = np.full(len(pairs), EMPTY_SCORE, dtype=np.float32)
+    quantised = as_query_block(query)  # once, not per chunk
     order = np.lexsort((pairs[:, 1], pairs[:, 0]))
     for c in range(0, len(order), SCORE_CHUNK):
         if c:
             check("exact MaxSim")
         idx = order[c : c + SCORE_CHUNK]
         blocks = [snap.views[int(s)].segment.block(int(d)) for s, d in pairs[idx]]
-        scores[idx] = maxsim_blocks(query, blocks)
+        scores[idx] = maxsim_blocks(quantised, blocks)
     return scores
