@@ -140,6 +140,28 @@ def test_token_vectors_are_per_token_and_normalised(minilm: Embedder) -> None:
     assert q.ndim == 2 and q.shape[1] == 384
 
 
+def test_a_query_s_token_vectors_skip_encode_but_not_a_module(minilm: Embedder) -> None:
+    """The direct path for one query gives exactly ``encode_query``'s vectors, and a model with
+    a query prompt keeps using ``encode_query`` (which prepends it)."""
+    assert isinstance(minilm, SentenceTransformerEmbedder)
+    for text in ("hello", "What does the protein p53 do in cancer cells?", "word " * 600):
+        direct = minilm.embed_query(text, Granularity.TOKEN)
+        via = minilm._encode([text], Granularity.TOKEN, query=True)[0].numpy()
+        via = via / np.linalg.norm(via, axis=1, keepdims=True)
+        assert direct.shape == via.shape and np.array_equal(direct, via.astype(np.float32))
+    model = minilm._load()
+    saved = dict(model.prompts)
+    plain = minilm.embed_query("hello", Granularity.TOKEN)
+    try:
+        model.prompts["query"] = "query: "
+        assert minilm._query_tokens_direct("hello") is None
+        prompted = minilm.embed_query("hello", Granularity.TOKEN)
+        assert prompted.shape[0] == plain.shape[0] + 2  # "query", ":"
+    finally:
+        model.prompts.clear()
+        model.prompts.update(saved)
+
+
 def test_long_texts_are_truncated_not_refused(minilm: Embedder) -> None:
     v = minilm.embed_documents(["word " * 20_000], Granularity.TEXT)[0]
     assert v.shape == (384,) and np.isfinite(v).all()

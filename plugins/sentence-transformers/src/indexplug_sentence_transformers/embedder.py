@@ -168,6 +168,31 @@ class SentenceTransformerEmbedder:
                 convert_to_numpy=False,
             )
 
+    def _query_tokens_direct(self, text: str) -> Any | None:
+        """One query's token vectors through the model's modules, without ``encode``.
+
+        A late-interaction search embeds one short query per search, and there ``encode``'s
+        own machinery (batch sorting, a progress check, per-item padding trims, tensor copies)
+        costs about a tenth of the model's work (measured ~1.5 ms of ~14 ms on a 2-core CPU).
+        This runs exactly what ``encode`` runs for one text (the preprocessing, then every
+        module in order, under ``inference_mode``), so the vectors are the same; it declines
+        (``None``) when the model has a query prompt, which ``encode_query`` would prepend.
+        """
+        model = self._load()
+        if (getattr(model, "prompts", None) or {}).get("query"):
+            return None
+        prepare = getattr(model, "preprocess", None) or getattr(model, "tokenize", None)
+        if prepare is None:
+            return None
+        import torch
+
+        with self._lock, torch.inference_mode():
+            features = prepare([text])
+            device = model.device
+            features = {k: (v.to(device) if hasattr(v, "to") else v) for k, v in features.items()}
+            out = model(features)
+        return out["token_embeddings"][0]
+
     def embed_documents(self, texts: Sequence[str], granularity: Granularity) -> list[Vector]:
         if not texts:
             return []
@@ -178,6 +203,10 @@ class SentenceTransformerEmbedder:
         return [_normalise_rows(t) for t in out]
 
     def embed_query(self, text: str, granularity: Granularity) -> Vector:
+        if granularity is Granularity.TOKEN:
+            direct = self._query_tokens_direct(text)
+            if direct is not None:
+                return _normalise_rows(direct)
         out = self._encode([text], granularity, query=True)
         if granularity is Granularity.TEXT:
             first: Vector = np.asarray(out, dtype=np.float32)[0]
