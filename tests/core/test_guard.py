@@ -22,7 +22,7 @@ from indexplug import (
     ScoreScale,
     Searched,
 )
-from indexplug.outcomes import IndexFailed, IndexTimeout, IndexUnavailable
+from indexplug.outcomes import IndexFailed, IndexStatus, IndexTimeout, IndexUnavailable
 
 SCALE = ScoreScale(name="test")
 P1 = Passage.create("alpha beta", "mem://1")
@@ -211,6 +211,25 @@ def test_a_cooperative_plugin_runs_on_the_callers_thread() -> None:
     boom = Cooperative(RuntimeError("disk on fire"))
     failed = Guard(boom).search("i", "q", deadline_s=5)
     assert isinstance(failed, IndexFailed) and "disk on fire" in failed.reason
+
+
+class SearchesCooperate(Cooperative):
+    """Claims only its searches stop by their deadlines."""
+
+    capabilities = Capabilities(cooperative_deadlines=frozenset({"search"}))
+
+
+def test_only_the_ops_claimed_cooperative_run_on_the_callers_thread() -> None:
+    fake = SearchesCooperate(searched(hit(1, 2.0)))
+    guard = Guard(fake)
+    assert isinstance(guard.search("i", "q", deadline_s=5), Searched)
+    assert fake.thread is threading.current_thread()
+    fake.answer = IndexStatus(index="i", backend="fake", exists=True, passages=1)
+    assert guard.status("i", deadline_s=5).code == "STATUS"
+    assert fake.thread is not threading.current_thread()  # not claimed: a worker thread
+    assert Capabilities.model_validate(fake.capabilities.model_dump(mode="json")) == (
+        fake.capabilities
+    )
 
 
 def test_a_cooperative_plugin_that_overruns_is_still_a_timeout() -> None:

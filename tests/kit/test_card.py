@@ -113,3 +113,14 @@ def test_command_prints_a_table(registered: None, capsys: pytest.CaptureFixture[
     assert "search.empty_index" in out and "FAILED" in out and "NOT_CLAIMED" in out
     assert "not claimed: multiprocess_writers" in out
     assert "1 failed" in out
+
+
+def test_a_per_op_claim_prints_as_a_sorted_list() -> None:
+    from indexplug.protocols import Capabilities
+    from indexplug.testing.card import make_card
+
+    caps = Capabilities(filters=True, cooperative_deadlines=frozenset({"status", "search"}))
+    card = make_card("x", [], caps.model_dump())
+    assert card.capabilities is not None and card.capabilities["filters"] is True
+    assert card.capabilities["cooperative_deadlines"] == ["search", "status"]
+    assert ReportCard.model_validate_json(card.model_dump_json()) == card

@@ -88,8 +88,12 @@ class Guard:
         self._verified: dict[str, tuple[str, str, int, int]] = {}
         """Hashed fields of passages already found intact, by id (see :meth:`_intact`)."""
         caps = getattr(backend, "capabilities", None)
-        self._inline = getattr(caps, "cooperative_deadlines", False) is True
-        """Run ops on the caller's thread (the plugin claims to stop by its deadlines)."""
+        claim = getattr(caps, "cooperative_deadlines", False)
+        self._inline: bool | frozenset[str] = (
+            claim if claim is True or isinstance(claim, frozenset) else False
+        )
+        """Ops run on the caller's thread: all (``True``) or those named (the plugin claims
+        they stop by their deadlines)."""
 
     # -- what the backend declares -------------------------------------------------------
     @property
@@ -342,8 +346,11 @@ class Guard:
             return IndexUnavailable(
                 index=index, backend=self.plugin, reason=ready.reason or "not ready"
             )
+        inline = self._inline is True or (
+            isinstance(self._inline, frozenset) and op in self._inline
+        )
         try:
-            if self._inline:
+            if inline:
                 out = fn()
                 if time.monotonic() > deadline.at + GRACE_S:
                     raise TimeoutError  # it claimed to stop by itself and did not

@@ -89,7 +89,8 @@ class ReportCard(BaseModel):
     schema_version: int = SCHEMA_VERSION
     backend: str
     indexplug_version: str
-    capabilities: dict[str, bool] | None = None
+    capabilities: dict[str, bool | list[str]] | None = None
+    """Each claim: ``true``/``false``, or the op names a per-op claim covers (sorted)."""
     checks: list[CheckResult]
     summary: Summary
 
@@ -104,8 +105,20 @@ class ReportCard(BaseModel):
         return {c.id: c for c in self.checks}
 
 
+def card_capabilities(capabilities: Mapping[str, object]) -> dict[str, bool | list[str]]:
+    """Claims as the card's JSON holds them: a per-op claim (a set of op names) sorted into a
+    list, so the same backend always prints the same card."""
+    out: dict[str, bool | list[str]] = {}
+    for key, value in capabilities.items():
+        if isinstance(value, (set, frozenset, list, tuple)):
+            out[key] = sorted(str(v) for v in value)
+        else:
+            out[key] = bool(value)
+    return out
+
+
 def make_card(
-    backend: str, checks: list[CheckResult], capabilities: Mapping[str, bool] | None = None
+    backend: str, checks: list[CheckResult], capabilities: Mapping[str, object] | None = None
 ) -> ReportCard:
     """Assemble a card (also used by the pytest plugin's ``--indexplug-card``)."""
     from indexplug import __version__
@@ -124,7 +137,7 @@ def make_card(
     return ReportCard(
         backend=backend,
         indexplug_version=__version__,
-        capabilities=dict(capabilities) if capabilities is not None else None,
+        capabilities=card_capabilities(capabilities) if capabilities is not None else None,
         checks=checks,
         summary=summary,
     )
@@ -202,7 +215,7 @@ def run_card(
         if unknown:
             raise ValueError(f"unknown check id(s): {', '.join(sorted(unknown))}")
     name = backend if isinstance(backend, str) else getattr(backend, "__name__", "backend")
-    caps: dict[str, bool] | None = None
+    caps: dict[str, object] | None = None
     results: list[CheckResult] = []
     for check in chosen:
         try:

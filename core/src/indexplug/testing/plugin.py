@@ -61,7 +61,7 @@ class _Cards:
         self.config = config
         self.rows: dict[str, dict[str, dict[str, Any]]] = {}
         self.backend: dict[str, str] = {}
-        self.caps: dict[str, dict[str, bool]] = {}
+        self.caps: dict[str, dict[str, Any]] = {}
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
