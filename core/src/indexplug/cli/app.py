@@ -119,7 +119,9 @@ def backends(as_json: JsonOpt = False) -> None:
         table.add_column(col)
     for r in rows:
         caps = ", ".join(
-            k for k, v in (r.capabilities.model_dump() if r.capabilities else {}).items() if v
+            k if v is True else f"{k} ({', '.join(sorted(v))})"
+            for k, v in (r.capabilities.model_dump() if r.capabilities else {}).items()
+            if v
         )
         ready = "[green]yes[/]" if r.ready else f"[red]no[/]: {r.reason}"
         scale = r.score_scale.name if r.score_scale else "-"
