@@ -6,7 +6,9 @@ bulk failures, rollback of a measured over-budget write, analysis modes and embe
 
 from __future__ import annotations
 
+import socket
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -16,6 +18,7 @@ from indexplug import (
     Indexed,
     IndexEmpty,
     IndexFailed,
+    IndexUnavailable,
     NoMatch,
     OverBudget,
     Passage,
@@ -310,3 +313,30 @@ def test_progress_bar_for_large_adds(
     out = g.add("pb", corpus(300))
     assert isinstance(out, Indexed) and out.added == 300
     assert "indexing into" in capsys.readouterr().err
+
+
+def test_a_bm25_search_fails_over_from_a_dead_host_within_its_deadline(
+    make_single: BackendMaker, es_single: EsCluster
+) -> None:
+    """BM25 searches claim cooperative deadlines (the guard runs them on the caller's thread),
+    so their failover must stay inside the deadline: a host that refuses connections is left
+    for the live one, each try with what is left of the deadline."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    live = make_single()
+    live.add("fo", corpus(5))
+    g = make_single(hosts=[dead, *es_single.urls], prefix=live.backend.opts.prefix)
+    assert g.backend.capabilities.cooperative_deadlines == frozenset({"search"})
+    assert make_single(embedder="hashing:default").backend.capabilities.cooperative_deadlines is (
+        False
+    )
+    for _ in range(4):  # the client's round robin puts the dead host first in turn
+        started = time.monotonic()
+        out = g.search("fo", "item1", deadline_s=5)
+        assert isinstance(out, Searched) and out.hits[0].passage.source.uri == "mem://doc/1", out
+        assert time.monotonic() - started < 5
+    nowhere = make_single(hosts=[dead, dead])
+    started = time.monotonic()
+    assert isinstance(nowhere.search("fo", "item1", deadline_s=2), IndexUnavailable)
+    assert time.monotonic() - started < 2

@@ -78,11 +78,11 @@ class ElasticBackend:
             multiprocess_writers=True,
             server=True,
             dense=self.opts.embedder is not None,
-            # A BM25 search is one request whose timeout is what is left of its deadline
-            # (failover only on refused connections, never a retry on a timeout), so it stops
-            # by itself; the guard then skips a thread hand-off, about a tenth of a 1.5 ms
-            # search (bench/search_overhead.py).  Not claimed with an embedder (loading a
-            # model is not bounded) nor for writes (a failed add rolls back past its deadline).
+            # A BM25 search's requests go through Connection.bounded (one try per node, each
+            # with what is left of the deadline as its timeout), so it stops by itself; the
+            # guard then skips a thread hand-off, about a tenth of a 1.5 ms search
+            # (bench/search_overhead.py).  Not claimed with an embedder (loading a model is
+            # not bounded) nor for writes (a failed add rolls back past its deadline).
             cooperative_deadlines=(frozenset({"search"}) if self.opts.embedder is None else False),
         )
         self._cx = Context(self.opts, Connection(self.opts, environ), embedder_factory)

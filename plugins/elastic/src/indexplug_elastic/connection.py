@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from elastic_transport import ConnectionError as TransportConnectionError
 from elastic_transport import ConnectionTimeout
@@ -28,6 +28,8 @@ from indexplug.protocols import Readiness
 
 from indexplug_elastic.failures import transport_reason
 from indexplug_elastic.options import ElasticOptions
+
+T = TypeVar("T")
 
 MIN_REQUEST_S = 0.01
 """Shortest request timeout handed to the client (it refuses zero)."""
@@ -71,7 +73,7 @@ class Connection:
         self.opts = opts
         self._environ = environ
         self._client: Elasticsearch | None = None
-        self._views: dict[int, Elasticsearch] = {}
+        self._views: dict[tuple[int, bool], Elasticsearch] = {}
         self._lock = threading.Lock()
 
     def client(self) -> Elasticsearch:
@@ -101,20 +103,44 @@ class Connection:
                 )
             return self._client
 
-    def within(self, deadline: Deadline) -> Elasticsearch:
-        """The client with a request timeout no longer than what is left of ``deadline``."""
+    def within(self, deadline: Deadline, *, single_try: bool = False) -> Elasticsearch:
+        """The client with a request timeout no longer than what is left of ``deadline``
+        (``single_try``: without the client's own failover, see :meth:`bounded`)."""
         left = min(self.opts.request_timeout, deadline.remaining())
         steps = int(left / TIMEOUT_STEP_S)
         client = self.client()
+        extra: dict[str, Any] = {"max_retries": 0} if single_try else {}
         if steps <= 0:
-            return client.options(request_timeout=max(MIN_REQUEST_S, left))
+            return client.options(request_timeout=max(MIN_REQUEST_S, left), **extra)
+        key = (steps, single_try)
         with self._lock:
-            view = self._views.get(steps)
+            view = self._views.get(key)
             if view is None:
                 if len(self._views) >= MAX_VIEWS:
                     self._views.clear()
-                view = self._views[steps] = client.options(request_timeout=steps * TIMEOUT_STEP_S)
+                view = self._views[key] = client.options(
+                    request_timeout=steps * TIMEOUT_STEP_S, **extra
+                )
             return view
+
+    def bounded(self, deadline: Deadline, request: Callable[[Elasticsearch], T]) -> T:
+        """Run ``request(client)`` so that it is over by ``deadline``, failing over included.
+
+        The client's own failover gives every retry a full request timeout, so a node that
+        drops the connection half-way through a request could stretch a call to a multiple of
+        its deadline.  Here each try is a single attempt whose timeout is what is left of the
+        deadline; a refused or dropped connection (the node is then marked dead by the client)
+        moves on to the next node while time remains.  A timeout is not retried: the deadline
+        is spent.  This is what lets a BM25 search claim ``cooperative_deadlines``.
+        """
+        tries = max(2, len(self.opts.hosts)) + 1
+        for attempt in range(tries):
+            try:
+                return request(self.within(deadline, single_try=True))
+            except TransportConnectionError:
+                if attempt == tries - 1 or deadline.remaining() <= MIN_REQUEST_S:
+                    raise
+        raise AssertionError("unreachable")
 
     def ping(self) -> Readiness:
         """Ready when a node answers cluster health and a master is elected.

@@ -30,8 +30,10 @@ def search(
     deadline: Deadline,
 ) -> SearchOutcome:
     scale = q.SCALES[cx.mode]
-    client = cx.conn.within(deadline)
-    meta = cx.meta(client, es_index, deadline, fresh=False)
+    # Every request goes through ``bounded``: a try per node, each with what is left of the
+    # deadline, so the search is over by its deadline (the backend claims it for BM25 mode).
+    conn = cx.conn
+    meta = conn.bounded(deadline, lambda c: cx.meta(c, es_index, deadline, fresh=False))
     if meta is None:
         return IndexEmpty(index=index, backend=cx.name)
     problem = cx.embedder_problem(meta, writing=False)
@@ -56,14 +58,17 @@ def search(
             bodies.append(q.knn_body(vector, k=window, filters=filters, timeout_ms=ms))
             legs.append("knn")
     bodies.append(q.count_body(ms))
-    resp = client.msearch(searches=q.msearch_lines(es_index, bodies))
+    lines = q.msearch_lines(es_index, bodies)
+    resp = conn.bounded(deadline, lambda c: c.msearch(searches=lines))
     answers = resp["responses"]
     for answer in answers:
         if "error" in answer:
             if is_index_missing(answer):
                 cx.forget(es_index)
                 return IndexEmpty(index=index, backend=cx.name)
-            if answer.get("status") == 503 and cx.being_created(client, es_index):
+            if answer.get("status") == 503 and conn.bounded(
+                deadline, lambda c: cx.being_created(c, es_index)
+            ):
                 return IndexEmpty(index=index, backend=cx.name)
             return classify(
                 answer.get("status"),
