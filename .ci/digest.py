@@ -4,6 +4,9 @@ CI logs are long (pip's install output alone runs to thousands of lines) and a l
 keep only the head and the tail, so the line that says *why* an env failed can be lost in the
 middle.  This prints, for each failed env, the commands that failed with the tail of their
 output, plus the disk and memory left, so the reason is at the end of the log where it is read.
+
+``--failed-setup FILE`` / ``--failed-test FILE`` print the envs that failed while being set up
+(installing) or in their tests, comma-separated, for ``.ci/run``'s one retry of installs.
 """
 
 from __future__ import annotations
@@ -60,5 +63,25 @@ def main(path: str) -> int:
     return 0
 
 
+def failed(path: str, phase: str) -> list[str]:
+    """Envs that failed, and where: ``setup`` (a command before the tests failed: installing
+    the env) or ``test`` (the env got as far as its tests)."""
+    try:
+        envs = json.loads(Path(path).read_text()).get("testenvs", {})
+    except (OSError, ValueError):
+        return []
+    out = []
+    for name, env in envs.items():
+        if env.get("result", {}).get("success", True):
+            continue
+        in_setup = any(c.get("retcode", 0) != 0 for c in env.get("setup", []))
+        if (phase == "setup") == in_setup:
+            out.append(name)
+    return out
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] in ("--failed-setup", "--failed-test"):
+        print(",".join(failed(sys.argv[2], sys.argv[1].removeprefix("--failed-"))))
+        raise SystemExit(0)
     raise SystemExit(main(sys.argv[1] if len(sys.argv) > 1 else ".tox/result.json"))
