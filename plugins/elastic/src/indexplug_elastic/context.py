@@ -214,14 +214,27 @@ class Context:
         That index holds nothing yet: the honest answer is "empty", not "unavailable".  Shards
         missing for any other reason (a node left, recovery after a restart) stay unavailable.
         """
+        return Context.primaries(client, es_index) == "new"
+
+    @staticmethod
+    def primaries(client: Elasticsearch, es_index: str) -> str:
+        """The state of an index's primary shards now: ``new`` (some not started, all of those
+        because the index was just created), ``started`` (every one started: a search that
+        found none available met a shard in the last step of starting, and may be asked
+        again) or ``missing`` (anything else, or the shards could not be listed)."""
         try:
             rows: Any = client.cat.shards(
                 index=es_index, format="json", h="prirep,state,unassigned.reason"
             )
         except Exception:
-            return False
-        waiting = [r for r in rows if r.get("prirep") == "p" and r.get("state") != "STARTED"]
-        return bool(waiting) and all(r.get("unassigned.reason") == "INDEX_CREATED" for r in waiting)
+            return "missing"
+        primaries = [r for r in rows if r.get("prirep") == "p"]
+        waiting = [r for r in primaries if r.get("state") != "STARTED"]
+        if primaries and not waiting:
+            return "started"
+        if waiting and all(r.get("unassigned.reason") == "INDEX_CREATED" for r in waiting):
+            return "new"
+        return "missing"
 
     def measure(self, client: Elasticsearch, es_index: str) -> tuple[int, int]:
         """(primary store bytes, passages), after a refresh so both include recent writes.

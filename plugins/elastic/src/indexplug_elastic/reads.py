@@ -59,25 +59,34 @@ def search(
             legs.append("knn")
     bodies.append(q.count_body(ms))
     lines = q.msearch_lines(es_index, bodies)
-    resp = conn.bounded(deadline, lambda c: c.msearch(searches=lines))
-    answers = resp["responses"]
+    answers: list[Any] = []
+    for attempt in range(2):
+        resp = conn.bounded(deadline, lambda c: c.msearch(searches=lines))
+        answers = resp["responses"]
+        failed = next((a for a in answers if "error" in a), None)
+        if failed is None:
+            break
+        if is_index_missing(failed):
+            cx.forget(es_index)
+            return IndexEmpty(index=index, backend=cx.name)
+        if failed.get("status") == 503:
+            # No shard copy answered.  A brand-new index's primary may not have started yet
+            # (it holds nothing: empty); or it started between our search and this look (a
+            # writer creating the index under our feet), and asking once more is honest.
+            state = conn.bounded(deadline, lambda c: cx.primaries(c, es_index))
+            if state == "new":
+                return IndexEmpty(index=index, backend=cx.name)
+            if state == "started" and attempt == 0:
+                continue
+        return classify(
+            failed.get("status"),
+            failed,
+            index=index,
+            backend=cx.name,
+            deadline=deadline,
+            doing="searching",
+        )
     for answer in answers:
-        if "error" in answer:
-            if is_index_missing(answer):
-                cx.forget(es_index)
-                return IndexEmpty(index=index, backend=cx.name)
-            if answer.get("status") == 503 and conn.bounded(
-                deadline, lambda c: cx.being_created(c, es_index)
-            ):
-                return IndexEmpty(index=index, backend=cx.name)
-            return classify(
-                answer.get("status"),
-                answer,
-                index=index,
-                backend=cx.name,
-                deadline=deadline,
-                doing="searching",
-            )
         if answer.get("timed_out"):
             return IndexTimeout(
                 index=index,
