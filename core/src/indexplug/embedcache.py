@@ -24,6 +24,7 @@ different ``root``.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import sqlite3
 import threading
@@ -56,7 +57,13 @@ _CHUNK = 500
 
 
 def default_cache_dir() -> Path:
-    """``<indexplug home>/embedcache``: shared by every backend of this home."""
+    """``INDEXPLUG_EMBED_CACHE`` when set, else ``<indexplug home>/embedcache``: shared by every
+    backend of this home.  The variable lets several homes (a test run's, a benchmark's fresh
+    folders, a second deployment on the same machine) share one cache of the same model's
+    vectors, since a vector depends only on the embedder and the passage."""
+    env = os.environ.get("INDEXPLUG_EMBED_CACHE")
+    if env:
+        return Path(env).expanduser()
     return home_dir() / "embedcache"
 
 

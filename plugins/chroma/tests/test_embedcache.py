@@ -98,3 +98,31 @@ def test_the_default_place_is_under_the_indexplug_home(tmp_path: Path) -> None:
     emb = HashingEmbedder(64)
     assert cache_for(emb) is cache_for(emb)
     assert cache_for(emb).path.parent == default_cache_dir()
+
+
+def test_the_cache_can_be_shared_across_homes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = tmp_path / "shared-cache"
+    monkeypatch.setenv("INDEXPLUG_EMBED_CACHE", str(shared))
+    assert default_cache_dir() == shared
+    ps = corpus(5)
+    first_home = Counting()
+    monkeypatch.setenv("INDEXPLUG_HOME", str(tmp_path / "home-a"))
+    embed_passages(
+        first_home,
+        ps,
+        Granularity.TEXT,
+        cache=EmbeddingCache(first_home.name, first_home.dim, root=default_cache_dir()),
+    )
+    second_home = Counting()
+    monkeypatch.setenv("INDEXPLUG_HOME", str(tmp_path / "home-b"))
+    embed_passages(
+        second_home,
+        ps,
+        Granularity.TEXT,
+        cache=EmbeddingCache(second_home.name, second_home.dim, root=default_cache_dir()),
+    )
+    assert first_home.calls == [5] and second_home.calls == []
+    monkeypatch.delenv("INDEXPLUG_EMBED_CACHE")
+    assert default_cache_dir() == tmp_path / "home-b" / "embedcache"
