@@ -198,9 +198,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     queries = list(ds.queries.items())[: args.limit or None]
     # the scoring arithmetic is part of the key: since the query is quantised (int8) like the
-    # passages, a reference computed with float queries no longer applies
+    # passages, a reference computed with float queries no longer applies; nor does one whose
+    # query was embedded in another precision (the sentence-transformers ``query_dtype``)
+    embedder = factory(args.embedder)
+    precision = getattr(embedder, "token_query_dtype", lambda: "float32")()
     key = (
-        f"{args.embedder}|{getattr(status, 'passages', None)}|{details.get('token_vectors')}|q-int8"
+        f"{args.embedder}|{getattr(status, 'passages', None)}|{details.get('token_vectors')}"
+        f"|q-int8|q-{precision}"
     )
     truth, ref_ms = reference(args.reference, exhaustive, args.index, queries, key)
     by_id = {p.id: doc_id(p) for p in corpus_passages(ds)}

@@ -144,6 +144,7 @@ def test_a_query_s_token_vectors_skip_encode_but_not_a_module(minilm: Embedder) 
     """The direct path for one query gives exactly ``encode_query``'s vectors, and a model with
     a query prompt keeps using ``encode_query`` (which prepends it)."""
     assert isinstance(minilm, SentenceTransformerEmbedder)
+    minilm.query_dtype = "float32"
     for text in ("hello", "What does the protein p53 do in cancer cells?", "word " * 600):
         direct = minilm.embed_query(text, Granularity.TOKEN)
         via = minilm._encode([text], Granularity.TOKEN, query=True)[0].numpy()
@@ -160,6 +161,47 @@ def test_a_query_s_token_vectors_skip_encode_but_not_a_module(minilm: Embedder) 
     finally:
         model.prompts.clear()
         model.prompts.update(saved)
+        minilm.query_dtype = "auto"
+
+
+def test_bfloat16_query_tokens_are_the_float32_ones_to_within_its_rounding(
+    minilm: Embedder,
+) -> None:
+    """``query_dtype``: a bfloat16 copy of the model embeds token queries; passages (and text
+    queries unless asked) stay float32, and ``auto`` picks bfloat16 only on a CPU that has
+    bfloat16 dot products."""
+    from indexplug_sentence_transformers.embedder import cpu_has_bf16_dot
+
+    assert isinstance(minilm, SentenceTransformerEmbedder)
+    text = "What does the protein p53 do in cancer cells?"
+    try:
+        minilm.query_dtype = "float32"
+        exact = minilm.embed_query(text, Granularity.TOKEN)
+        doc_before = minilm.embed_documents([text], Granularity.TOKEN)[0]
+        minilm.query_dtype = "bfloat16"
+        assert minilm.token_query_dtype() == "bfloat16"
+        rounded = minilm.embed_query(text, Granularity.TOKEN)
+        assert rounded.dtype == np.float32 and rounded.shape == exact.shape
+        assert not np.array_equal(rounded, exact)  # it really ran in another precision
+        cosines = np.sum(rounded * exact, axis=1)
+        assert cosines.min() > 0.999
+        doc_after = minilm.embed_documents([text], Granularity.TOKEN)[0]
+        assert np.array_equal(doc_before, doc_after)
+        assert minilm._model.dtype == torch_float32()  # type: ignore[attr-defined]
+        minilm.query_dtype = "auto"
+        assert minilm.token_query_dtype() == ("bfloat16" if cpu_has_bf16_dot() else "float32")
+    finally:
+        minilm.query_dtype = "auto"
+    with pytest.raises(ValueError, match="query_dtype"):
+        SentenceTransformerEmbedder("all-MiniLM-L6-v2", query_dtype="float8")
+    configured = get_registry().embedder(MINILM, {"query_dtype": "float32"})
+    assert configured.token_query_dtype() == "float32"  # type: ignore[attr-defined]
+
+
+def torch_float32() -> object:
+    import torch
+
+    return torch.float32
 
 
 def test_long_texts_are_truncated_not_refused(minilm: Embedder) -> None:

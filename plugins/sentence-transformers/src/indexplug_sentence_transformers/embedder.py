@@ -21,6 +21,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -52,7 +53,18 @@ class SentenceTransformerEmbedder:
 
     Settings (``options`` of the embedder factory): ``device`` (``cpu``, ``cuda``...; default:
     what sentence-transformers picks), ``batch_size`` (default 64), ``max_seq_length``
-    (default: the model's own), ``progress_min`` (default 512).
+    (default: the model's own), ``progress_min`` (default 512), ``query_dtype`` (below).
+
+    ``query_dtype`` is the precision of the model that embeds a *query* (passages are always
+    embedded in float32, so the vectors an index stores and the embedding cache holds never
+    depend on it): ``float32``; ``bfloat16`` (a bfloat16 copy of the model, about half the
+    time of float32 on a CPU with bfloat16 dot products, per-token cosine to the float32
+    vectors above 0.9998 on MiniLM); or ``auto`` (the default): bfloat16 for per-token query
+    vectors on a CPU that has bfloat16 dot products (``avx512_bf16`` or ``amx_bf16``), float32
+    otherwise and for text vectors.  Why only tokens by default: a late-interaction search
+    embeds its query on every search (half of its time with MiniLM), and its passages' token
+    vectors are stored as int8 codes, a rounding some hundred times coarser than bfloat16's;
+    a text vector is compared to float32 passage vectors with nothing coarser in between.
     """
 
     def __init__(
@@ -63,9 +75,16 @@ class SentenceTransformerEmbedder:
         batch_size: int = DEFAULT_BATCH_SIZE,
         max_seq_length: int | None = None,
         progress_min: int = PROGRESS_MIN,
+        query_dtype: str = "auto",
     ) -> None:
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
+        if query_dtype not in QUERY_DTYPES:
+            raise ValueError(
+                f"query_dtype must be one of {', '.join(QUERY_DTYPES)}, got {query_dtype!r}"
+            )
+        self.query_dtype = query_dtype
+        self._query_model: Any = None
         self.source: ModelSource = resolve_model(model)
         self.name = f"{PROVIDER}:{self.source.name}"
         self.device = device
@@ -187,11 +206,32 @@ class SentenceTransformerEmbedder:
         import torch
 
         with self._lock, torch.inference_mode():
+            runner = self._token_query_model(model)
             features = prepare([text])
             device = model.device
             features = {k: (v.to(device) if hasattr(v, "to") else v) for k, v in features.items()}
-            out = model(features)
+            out = runner(features)
         return out["token_embeddings"][0]
+
+    def token_query_dtype(self) -> str:
+        """The precision per-token query vectors are computed in (``query_dtype`` resolved)."""
+        if self.query_dtype != "auto":
+            return self.query_dtype
+        on_cpu = self.device in (None, "cpu") and str(self._load().device) == "cpu"
+        return "bfloat16" if on_cpu and cpu_has_bf16_dot() else "float32"
+
+    def _token_query_model(self, model: Any) -> Any:
+        """``model`` itself, or (``bfloat16``) a bfloat16 copy of it, made once (~45 MB for
+        MiniLM)."""
+        if self.token_query_dtype() != "bfloat16":
+            return model
+        if self._query_model is None:
+            import copy
+
+            import torch
+
+            self._query_model = copy.deepcopy(model).to(torch.bfloat16)
+        return self._query_model
 
     def embed_documents(self, texts: Sequence[str], granularity: Granularity) -> list[Vector]:
         if not texts:
@@ -212,6 +252,24 @@ class SentenceTransformerEmbedder:
             first: Vector = np.asarray(out, dtype=np.float32)[0]
             return first
         return _normalise_rows(out[0])
+
+
+QUERY_DTYPES = ("auto", "float32", "bfloat16")
+
+
+@lru_cache(maxsize=1)
+def cpu_has_bf16_dot() -> bool:
+    """Whether this CPU multiplies bfloat16 natively (x86 ``avx512_bf16`` or ``amx_bf16``).
+    Elsewhere torch emulates bfloat16 matrix products, which is slower than float32."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"avx512_bf16", "amx_bf16"})
+    except OSError:
+        pass
+    return False
 
 
 def _text_dim(model: Any) -> int:

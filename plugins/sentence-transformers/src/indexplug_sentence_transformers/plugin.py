@@ -19,7 +19,7 @@ from indexplug_sentence_transformers.embedder import (
     SentenceTransformerEmbedder,
 )
 
-_OPTIONS = {"device", "batch_size", "max_seq_length", "progress_min"}
+_OPTIONS = {"device", "batch_size", "max_seq_length", "progress_min", "query_dtype"}
 
 
 def make_embedder(model: str, options: Mapping[str, Any]) -> SentenceTransformerEmbedder:
@@ -27,7 +27,8 @@ def make_embedder(model: str, options: Mapping[str, Any]) -> SentenceTransformer
     # protocol's plain attributes are what they look like to callers.)
     """``factory(model, options)`` of the provider.
 
-    Options not given fall back to ``INDEXPLUG_ST_DEVICE`` and ``INDEXPLUG_ST_BATCH_SIZE``:
+    Options not given fall back to ``INDEXPLUG_ST_DEVICE``, ``INDEXPLUG_ST_BATCH_SIZE`` and
+    ``INDEXPLUG_ST_QUERY_DTYPE``:
     a backend asks for its embedder by spec alone, so the environment is how a deployment
     picks a GPU or a batch size for every index at once.
     """
@@ -43,6 +44,9 @@ def make_embedder(model: str, options: Mapping[str, Any]) -> SentenceTransformer
         batch_size=int(batch) if batch else DEFAULT_BATCH_SIZE,
         max_seq_length=int(max_len) if max_len else None,
         progress_min=int(options.get("progress_min", PROGRESS_MIN)),
+        query_dtype=str(
+            options.get("query_dtype") or os.environ.get("INDEXPLUG_ST_QUERY_DTYPE") or "auto"
+        ),
     )
 
 
