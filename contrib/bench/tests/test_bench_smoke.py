@@ -119,3 +119,47 @@ def test_merging_runs_keeps_the_latest_row_and_names_its_command(tmp_path: Path)
     text = md.read_text()
     assert "`run --only a`" in text and "`run --only a c`" in text
     assert "| a | 10 |" in text and "0.5..0.7" in text
+
+
+def test_warming_the_shared_cache_is_timed_once_and_reported(tmp_path: Path) -> None:
+    from indexplug_bench.warm import warm
+
+    ds = tmp_path / "tiny"
+    (ds / "qrels").mkdir(parents=True)
+    (ds / "corpus.jsonl").write_text(
+        "\n".join(
+            json.dumps({"_id": f"d{i}", "title": "", "text": f"word{i} text"}) for i in range(7)
+        )
+    )
+    (ds / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "word1"}))
+    (ds / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    first = warm(ds, "hashing:default", tmp_path / "cache")
+    again = warm(ds, "hashing:default", tmp_path / "cache")
+    assert first["computed"] == 7 and first["passages_per_s"] > 0
+    assert again["computed"] == 0 and again["passages_per_s"] is None
+    machine = {"cores": 2, "memory_gib": 1, "platform": "x", "python": "3.11", "versions": {}}
+    row = {
+        "system": "dense",
+        "dataset": "tiny",
+        "passages": 7,
+        "top_k": 10,
+        "index_passages_per_s": [70.0],
+        "latency_ms": {"p50": [1.0], "p95": [1.0], "p99": [1.0], "mean": [1.0]},
+        "quality": {"ndcg_at_10": 1.0, "recall_at_100": 1.0, "mrr_at_10": 1.0},
+        "size_bytes": 1,
+        "peak_rss_mb": 1.0,
+        "failures": {},
+        "vectors_from_cache": True,
+    }
+    base = {"machine": machine, "quality": [row], "scale": [], "skipped": {}}
+    merged = merge(
+        [
+            {**base, "command": "one", "embedding": [first]},
+            {**base, "command": "two", "embedding": [again]},  # measured nothing: kept out
+        ]
+    )
+    assert [e["computed"] for e in merged["embedding"]] == [7]
+    md = tmp_path / "b.md"
+    render(merged, md, tmp_path / "img")
+    text = md.read_text()
+    assert "| 70 † |" in text and "| hashing:default | 7 of 7 |" in text

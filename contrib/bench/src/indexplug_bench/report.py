@@ -28,8 +28,18 @@ def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
     system measured in any run is no longer listed as skipped.  Each row keeps the index of
     its run in ``runs``, so the page can say which command produced which figure.
     """
-    merged: dict[str, Any] = {"runs": [], "quality": [], "scale": [], "skipped": {}}
-    rows: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {"quality": {}, "scale": {}}
+    merged: dict[str, Any] = {
+        "runs": [],
+        "quality": [],
+        "scale": [],
+        "embedding": [],
+        "skipped": {},
+    }
+    rows: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {
+        "quality": {},
+        "scale": {},
+        "embedding": {},
+    }
     for results in runs:
         offset = len(merged["runs"])
         if "runs" in results:  # already merged: its rows say which of its runs made them
@@ -42,12 +52,17 @@ def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
                     if results.get(k) is not None
                 }
             )
-        for part in ("quality", "scale"):
+        for part in ("quality", "scale", "embedding"):
             for row in results.get(part) or []:
-                key = (row["system"], row.get("dataset"), row.get("top_k"))
+                if part == "embedding":
+                    if not row.get("computed"):
+                        continue  # a warm-up that found every vector cached measured nothing
+                    key: tuple[Any, ...] = (row["embedder"], row.get("dataset"))
+                else:
+                    key = (row["system"], row.get("dataset"), row.get("top_k"))
                 rows[part][key] = {**row, "run": offset + row.get("run", 0)}
         merged["skipped"].update(results.get("skipped") or {})
-    for part in ("quality", "scale"):
+    for part in ("quality", "scale", "embedding"):
         merged[part] = list(rows[part].values())
     done = {r["system"] for r in merged["quality"]} | {
         f"{r['system']} @ {r['passages']}" for r in merged["scale"]
@@ -184,16 +199,35 @@ def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
         if raw:
             ratio = f"{_med(r['latency_ms']['p50']) / _med(raw['latency_ms']['p50']):.2f}x"
         fails = f" ⚠ {r['failures']}" if r.get("failures") else ""
+        cached = " †" if r.get("vectors_from_cache") else ""
         note = f" ({r['note']})" if r.get("note") else ""
         lines.append(
             f"| {r['system']}{note}{fails} | {r.get('top_k', '-')} | {q.get('ndcg_at_10', '-')} | "
             f"{q.get('recall_at_100', '-')} | "
-            f"{q.get('mrr_at_10', '-')} | {_spread(r['index_passages_per_s'], '{:,.0f}')} | "
+            f"{q.get('mrr_at_10', '-')} | {_spread(r['index_passages_per_s'], '{:,.0f}')}{cached} | "
             f"{_spread(r['latency_ms']['p50'])} | {_spread(r['latency_ms']['p95'])} | "
             f"{_spread(r['latency_ms']['p99'])} | {r['peak_rss_mb']:.0f} | {_mb(r['size_bytes'])} "
             f"| {ratio} | {_load(r)} | {r.get('run', 0) + 1} |"
         )
     lines.append("")
+    embedding = results.get("embedding") or []
+    if embedding:
+        lines += [
+            "† Indexing from a warm embedding cache (`run --embed-cache`): each passage's "
+            "vector was computed once, before these systems ran, and every dense system, "
+            "indexplug's and the raw library's alike, read the same vectors from the same "
+            "cache, so the figure is the store's own work.  Computing them is the model's "
+            "cost, the same for every system on the same machine:",
+            "",
+            "| embedder | passages embedded | seconds | passages/s | run |",
+            "|---|---|---|---|---|",
+        ]
+        for e in embedding:
+            lines.append(
+                f"| {e['embedder']} | {e['computed']:,} of {e['passages']:,} | {e['seconds']} | "
+                f"{e['passages_per_s']} | {e.get('run', 0) + 1} |"
+            )
+        lines.append("")
     if "quality.png" in charts:
         lines += [
             "![nDCG@10 per system](img/quality.png)",
@@ -223,16 +257,31 @@ def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
         lines.append("")
         if "scale.png" in charts:
             lines += ["![latency and size against corpus size](img/scale.png)", ""]
-    lines += [
-        "## Not in these tables",
-        "",
-        "Systems that embed every passage with MiniLM on the CPU (chroma, elastic kNN and "
-        "hybrid, the colbert engines) take minutes to hours per repeat on a small machine; "
-        "their figures were measured with each backend's own scripts and `indexplug eval`, "
-        "with the commands, in [chroma](backends/chroma.md), [elastic](backends/elastic.md) "
-        "and [colbert](backends/colbert.md), and [fusion](fusion.md).",
-        "",
+    measured = {r["system"] for r in results["quality"]}
+    elsewhere = [
+        name
+        for name in (
+            "indexplug chroma (MiniLM)",
+            "indexplug elastic kNN (MiniLM)",
+            "indexplug elastic hybrid (MiniLM)",
+            "indexplug colbert native (MiniLM tokens)",
+            "indexplug colbert RAGatouille",
+        )
+        if name not in measured
     ]
+    if elsewhere:
+        lines += [
+            "## Not in these tables",
+            "",
+            "Not measured by the harness yet: "
+            + ", ".join(elsewhere)
+            + ".  Systems that embed every passage with a model on the CPU take minutes to hours "
+            "per repeat on a small machine; their figures were measured with each backend's own "
+            "scripts and `indexplug eval`, with the commands, in [chroma](backends/chroma.md), "
+            "[elastic](backends/elastic.md) and [colbert](backends/colbert.md), and "
+            "[fusion](fusion.md).",
+            "",
+        ]
     if results.get("skipped"):
         lines += ["## Not measured in this run", "", "| system | why |", "|---|---|"]
         for name, why in results["skipped"].items():

@@ -46,9 +46,9 @@ class IndexplugRunner:
         self.failures: dict[str, int] = {}
 
     def index(self, docs: list[tuple[str, str]]) -> None:
-        from indexplug import Passage
+        from indexplug_bench.warm import bench_passages
 
-        passages = [Passage.create(text, f"bench://{did}") for did, text in docs]
+        passages = bench_passages(docs)
         for i in range(0, len(passages), 2000):
             out = self.guard.add(self.index_name, passages[i : i + 2000], deadline_s=3600)
             if out.code != "INDEXED":
@@ -231,7 +231,21 @@ class RawChroma:
     def index(self, docs: list[tuple[str, str]]) -> None:
         from indexplug import Granularity
 
-        vecs = self.embedder.embed_documents([t for _, t in docs], Granularity.TEXT)
+        if os.environ.get("INDEXPLUG_EMBED_CACHE"):
+            # ``run --embed-cache``: the same vectors from the same cache the indexplug dense
+            # systems read, so both sides' indexing is the store's own work
+            from indexplug.embedcache import cache_for, embed_passages
+
+            from indexplug_bench.warm import bench_passages
+
+            vecs = embed_passages(
+                self.embedder,
+                bench_passages(docs),
+                Granularity.TEXT,
+                cache=cache_for(self.embedder),
+            )
+        else:
+            vecs = self.embedder.embed_documents([t for _, t in docs], Granularity.TEXT)
         for i in range(0, len(docs), 2000):
             part = docs[i : i + 2000]
             self.col.add(
@@ -320,6 +334,65 @@ class RawElastic:
         self.es.close()
 
 
+class RawElasticSameQuery(RawElastic):
+    """The raw client doing exactly the search the indexplug elastic backend makes, so the
+    difference between the two is the framework's own cost (as ``RawSqlite(same_query=True)``).
+
+    Same index layout where it matters to the search: the passage text stored but not indexed,
+    and a ``terms`` field of English-analysed words (the plugin's own analysis, on the client,
+    as the backend does on a server without the English analyzer) searched with ``match``, one
+    shard, the whole ``_source`` returned.  What it does not do is the framework's work: no
+    passage count beside the ranked leg (indexplug's answer says how many passages it searched,
+    which is how it tells ``NO_MATCH`` from ``INDEX_EMPTY``), no provenance, no checks.
+    """
+
+    def __init__(self, home: Path, url: str) -> None:
+        from elasticsearch import Elasticsearch
+        from indexplug_elastic.analysis import EnglishAnalysis
+        from indexplug_elastic.search import MAX_QUERY_TERMS
+
+        self.analysis = EnglishAnalysis()
+        self.max_terms = MAX_QUERY_TERMS
+        self.es = Elasticsearch(url, request_timeout=120)
+        self.name = f"raw-same-bench-{os.getpid()}"
+        self.es.options(ignore_status=404).indices.delete(index=self.name)
+        self.es.indices.create(
+            index=self.name,
+            settings={"number_of_shards": 1, "number_of_replicas": 0, "refresh_interval": "-1"},
+            mappings={
+                "_source": {"excludes": ["terms"]},
+                "properties": {
+                    "text": {"type": "text", "index": False},
+                    "terms": {"type": "text", "analyzer": "whitespace", "index_options": "freqs"},
+                },
+            },
+        )
+        self.note = "the backend's analysis and query"
+
+    def index(self, docs: list[tuple[str, str]]) -> None:
+        from elasticsearch import helpers
+
+        helpers.bulk(
+            self.es,
+            (
+                {"_index": self.name, "_id": d, "text": t, "terms": self.analysis.analyze(t)}
+                for d, t in docs
+            ),
+            chunk_size=1000,
+        )
+
+    def finish(self) -> None:
+        self.es.indices.refresh(index=self.name)
+        self.es.indices.forcemerge(index=self.name, max_num_segments=1)
+
+    def search(self, query: str, k: int) -> list[str]:
+        text = " ".join(self.analysis.terms(query)[: self.max_terms])
+        if not text:
+            return []
+        res = self.es.search(index=self.name, query={"match": {"terms": {"query": text}}}, size=k)
+        return [h["_id"] for h in res["hits"]["hits"]]
+
+
 # -- the catalogue ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class System:
@@ -377,7 +450,7 @@ SYSTEMS: list[System] = [
         "indexplug",
         _ip("elastic", hosts="$ES", mode="bm25"),
         ("backend:elastic", "elastic-url"),
-        raw_of="raw elasticsearch (match)",
+        raw_of="raw elasticsearch (same query)",
     ),
     System(
         "indexplug elastic kNN (MiniLM)",
@@ -396,6 +469,12 @@ SYSTEMS: list[System] = [
         "raw",
         lambda h, c: RawElastic(h, c["elastic_url"]),
         ("elasticsearch", "elastic-url"),
+    ),
+    System(
+        "raw elasticsearch (same query)",
+        "raw",
+        lambda h, c: RawElasticSameQuery(h, c["elastic_url"]),
+        ("elasticsearch", "indexplug_elastic", "elastic-url"),
     ),
     System(
         "indexplug colbert native (hashing)",
