@@ -76,3 +76,30 @@ def test_read_only_memory_maps_are_accepted(
 def test_mismatched_dimensions_are_refused() -> None:
     with pytest.raises(ValueError, match="dimensions differ"):
         kernels.int8_dots(np.zeros((1, 4), np.int8), np.zeros((1, 5), np.int8))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 40),
+    m=st.integers(0, 300),
+    dim=st.sampled_from([1, 16, 384]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_float_dots_agree_on_both_kernels(n: int, m: int, dim: int, seed: int) -> None:
+    """The candidate stage's float products: a matrix against rows, or rows against a vector;
+    the same values through torch and numpy, to float32's rounding."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((n, dim)).astype(np.float32)
+    b = rng.standard_normal((m, dim)).astype(np.float32)
+    v = rng.standard_normal(dim).astype(np.float32)
+    want_mat = a.astype(np.float64) @ b.astype(np.float64).T
+    want_vec = b.astype(np.float64) @ v.astype(np.float64)
+    for name in ("numpy", "torch"):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("INDEXPLUG_COLBERT_KERNEL", name)
+            mat = kernels.float_dots(a, b)
+            vec = kernels.float_dots(b, v)
+        assert mat.dtype == np.float32 and mat.shape == (n, m), name
+        assert vec.dtype == np.float32 and vec.shape == (m,), name
+        assert np.allclose(mat, want_mat, rtol=1e-4, atol=1e-3 * np.sqrt(dim)), name
+        assert np.allclose(vec, want_vec, rtol=1e-4, atol=1e-3 * np.sqrt(dim)), name

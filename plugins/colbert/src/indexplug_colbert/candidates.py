@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from indexplug_colbert.kernels import float_dots
+
 F32 = NDArray[np.float32]
 I64 = NDArray[np.int64]
 ASSIGN_CHUNK = 16_384
@@ -144,7 +146,7 @@ def segment_lists(codes: NDArray[np.int32], doc_offsets: I64, k: int) -> Segment
 
 def probe(query: F32, centroids: F32, nprobe: int) -> Probe:
     """Stage 1: centroid similarities, and each query token's ``nprobe`` nearest centroids."""
-    sims = query @ centroids.T  # (query tokens, K)
+    sims = float_dots(query, centroids)  # (query tokens, K)
     k = sims.shape[1]
     nprobe = max(1, min(nprobe, k))
     if nprobe < k:

@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from indexplug_colbert import candidates as cg
+from indexplug_colbert.kernels import float_dots
 from indexplug_colbert.maxsim import EMPTY_SCORE, as_query_block, maxsim_blocks, top_k
 from indexplug_colbert.store import Snapshot
 
@@ -60,7 +61,7 @@ def candidates(
         docs, approx = cg.reach(probes[seg.codebook], seg.lists, view.alive)
         reached.append(_pairs(s, docs))
         cheap.append(approx)
-        pooled.append(seg.pooled[docs] @ q_pooled)
+        pooled.append(float_dots(seg.pooled[docs], q_pooled))
     if reached:
         pairs, similar = _concat(reached), np.concatenate(pooled)
         keep = top_k(_blend(np.concatenate(cheap), similar, pooled_weight), max(reach_pool, pool))
