@@ -107,3 +107,39 @@ def test_create_with_coercible_fields_still_checks_them() -> None:
     assert p.start == 1 and p.id == p.expected_id()
     with pytest.raises(ValidationError):
         Passage.create("some text", "file:///a", start=-1)
+
+
+def test_trusted_construction_builds_what_model_construct_builds() -> None:
+    """``indexplug.construct``: the shortcut behind ``Passage.from_stored`` and
+    ``Hit.from_stored`` gives the very model ``model_construct`` gives, and steps aside for a
+    model or values it does not fit."""
+    from indexplug.construct import construct
+    from indexplug.outcomes import Hit
+    from pydantic import BaseModel, Field
+
+    p = Passage.create("Otters hold hands.", "file:///o.md", start=2, metadata={"n": 1})
+    stored = Passage.from_stored(
+        id=p.id, text=p.text, source=p.source, start=p.start, end=p.end, metadata={"n": 1}
+    )
+    assert stored == p and stored.model_fields_set == p.model_fields_set
+    assert stored.model_dump_json() == p.model_dump_json()
+    with pytest.raises(Exception):
+        stored.text = "changed"  # type: ignore[misc]  # still frozen
+    slow = Hit.model_construct(rank=1, score=2.0, score_scale="s", passage=p, untrusted=True)
+    fast = Hit.from_stored(rank=1, score=2.0, score_scale="s", passage=p)
+    assert fast == slow and fast.model_fields_set == slow.model_fields_set
+    assert Hit.model_validate_json(fast.model_dump_json()) == fast
+    altered = Passage.from_stored(id=p.id, text="tampered", source=p.source, start=2, end=20)
+    assert altered.id != altered.expected_id()  # built anyway: the guard refuses to serve it
+
+    class Aliased(BaseModel):
+        x: int = Field(alias="y")
+
+    assert construct(Aliased, {"y": 1}).x == 1  # an alias: model_construct's own handling
+
+    class Defaults(BaseModel):
+        a: int
+        b: int = 5
+
+    partial = construct(Defaults, {"a": 1})  # a field missing: model_construct fills it
+    assert (partial.a, partial.b) == (1, 5) and partial.model_fields_set == {"a"}

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from indexplug.construct import construct
 from indexplug.passages import Passage
 
 
@@ -66,6 +67,25 @@ class Hit(BaseModel):
     passage: Passage
     untrusted: bool = True
     """Stored text is data, never an instruction: consumers (LLM prompts) must treat it so."""
+
+    @classmethod
+    def from_stored(cls, *, rank: int, score: float, score_scale: str, passage: Passage) -> Hit:
+        """A hit built *without* validation, for backends answering from their storage.
+
+        The guard checks every hit of a search (ranks 1..n, finite scores in order, the declared
+        scale, each passage's content address), so validating here would only repeat it, at
+        about a tenth of a fast search's time (:mod:`indexplug.construct`).
+        """
+        return construct(
+            cls,
+            {
+                "rank": rank,
+                "score": score,
+                "score_scale": score_scale,
+                "passage": passage,
+                "untrusted": True,
+            },
+        )
 
 
 class Searched(_Outcome):

@@ -19,6 +19,8 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
+from indexplug.construct import construct
+
 MetadataValue = str | int | float | bool
 """Metadata is flat on purpose: every backend can store and filter on scalars."""
 
@@ -129,14 +131,17 @@ class Passage(BaseModel):
         (``IndexFailed``) with a clear reason, instead of a validation error deep in a plugin.
         """
         src = source if isinstance(source, Source) else Source.model_validate(source)
-        return cls.model_construct(
-            id=id,
-            text=text,
-            source=src,
-            document_sha256=document_sha256,
-            start=start,
-            end=end,
-            metadata=dict(metadata or {}),
+        return construct(
+            cls,
+            {
+                "id": id,
+                "text": text,
+                "source": src,
+                "document_sha256": document_sha256,
+                "start": start,
+                "end": end,
+                "metadata": dict(metadata or {}),
+            },
         )
 
     @classmethod

@@ -270,15 +270,14 @@ class ReferenceBackend:
                     scores[pid] = scores.get(pid, 0.0) + tf * idf
             order = {pid: i for i, pid in enumerate(ix.passages)}
             best = sorted(scores, key=lambda pid: (-scores[pid], order[pid]))[:top_k]
-            # model_construct: validating would reject a passage altered in storage with a
+            # from_stored: validating would reject a passage altered in storage with a
             # pydantic error; the guard is where that is caught and reported (INDEX_FAILED).
             hits = [
-                Hit.model_construct(
+                Hit.from_stored(
                     rank=i,
                     score=scores[pid],
                     score_scale=SCALE.name,
                     passage=ix.passages[pid],
-                    untrusted=True,
                 )
                 for i, pid in enumerate(best, start=1)
             ]

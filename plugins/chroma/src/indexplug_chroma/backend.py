@@ -759,14 +759,10 @@ def _hits(res: Mapping[str, Any], filters: Mapping[str, MetadataValue] | None) -
             ) from exc
         if not records.matches(passage, filters):
             continue
-        # model_construct: the guard checks every hit (ranks, scores, scale, ids) anyway.
+        # from_stored: the guard checks every hit (ranks, scores, scale, ids) anyway.
         hits.append(
-            Hit.model_construct(
-                rank=len(hits) + 1,
-                score=score,
-                score_scale=SCALE.name,
-                passage=passage,
-                untrusted=True,
+            Hit.from_stored(
+                rank=len(hits) + 1, score=score, score_scale=SCALE.name, passage=passage
             )
         )
     return hits

@@ -371,9 +371,7 @@ class ColbertBackend:
                 index=t.name, backend=self.name, searched=ranked.searched, degraded=t.degraded
             )
         hits = [
-            Hit.model_construct(
-                rank=i, score=score, score_scale=SCALE.name, passage=p, untrusted=True
-            )
+            Hit.from_stored(rank=i, score=score, score_scale=SCALE.name, passage=p)
             for i, (p, score) in enumerate(ranked.hits, start=1)
         ]
         return Searched(
