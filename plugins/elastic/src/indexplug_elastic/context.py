@@ -83,6 +83,11 @@ class Context:
         """Drop the cached facts of ``es_index`` (it was deleted, or may have been)."""
         self._metas.pop(es_index, None)
 
+    def cached_meta(self, es_index: str) -> IndexMeta | None:
+        """The cached facts of ``es_index`` if any (what :meth:`meta` answers a search with,
+        without a client view to get it)."""
+        return self._metas.get(es_index)
+
     def remember(self, es_index: str, meta: IndexMeta) -> None:
         self._metas[es_index] = meta
 

@@ -33,7 +33,9 @@ def search(
     # Every request goes through ``bounded``: a try per node, each with what is left of the
     # deadline, so the search is over by its deadline (the backend claims it for BM25 mode).
     conn = cx.conn
-    meta = conn.bounded(deadline, lambda c: cx.meta(c, es_index, deadline, fresh=False))
+    meta = cx.cached_meta(es_index) or conn.bounded(
+        deadline, lambda c: cx.meta(c, es_index, deadline, fresh=False)
+    )
     if meta is None:
         return IndexEmpty(index=index, backend=cx.name)
     problem = cx.embedder_problem(meta, writing=False)
@@ -58,7 +60,7 @@ def search(
             bodies.append(q.knn_body(vector, k=window, filters=filters, timeout_ms=ms))
             legs.append("knn")
     bodies.append(q.count_body(ms))
-    lines = q.msearch_lines(es_index, bodies)
+    lines = q.encoded(q.msearch_lines(es_index, bodies))
     answers: list[Any] = []
     for attempt in range(2):
         resp = conn.bounded(deadline, lambda c: c.msearch(searches=lines))
@@ -105,12 +107,11 @@ def search(
     if not results:
         return NoMatch(index=index, backend=cx.name, searched=count)
     hits = [
-        Hit.model_construct(
+        Hit.from_stored(
             rank=n,
             score=r.score,
             score_scale=scale.name,
             passage=passage_from_source(r.doc_id, r.source),
-            untrusted=True,
         )
         for n, r in enumerate(results, start=1)
     ]

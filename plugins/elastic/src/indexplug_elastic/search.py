@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import orjson
 from indexplug.outcomes import ScoreScale
 from indexplug.passages import MetadataValue
 
@@ -137,6 +138,13 @@ def msearch_lines(es_index: str, bodies: Sequence[dict[str, Any]]) -> list[dict[
     for body in bodies:
         lines += [head, body]
     return lines
+
+
+def encoded(lines: Sequence[dict[str, Any]]) -> list[bytes]:
+    """``lines`` as orjson bytes: the client sends byte lines of an NDJSON body as they are,
+    where it would encode dicts with the standard library's ``json`` (several times slower; a
+    search's request is a tenth of the client's CPU time per search)."""
+    return [orjson.dumps(line, option=orjson.OPT_SERIALIZE_NUMPY) for line in lines]
 
 
 def ranked(response: Mapping[str, Any], *, cosine: bool = False) -> list[Ranked]:
