@@ -245,7 +245,13 @@ def test_a_passage_tampered_after_it_was_served_intact_is_still_refused() -> Non
     guard = Guard(fake)
     assert isinstance(guard.search("i", "q"), Searched)
     assert isinstance(guard.search("i", "q"), Searched)  # served from the memory
-    for change in ({"text": P1.text + "!"}, {"start": P1.start + 1}, {"end": P1.end + 1}):
+    same_length = P1.text[:-1] + ("?" if P1.text[-1] != "?" else "!")
+    for change in (
+        {"text": P1.text + "!"},
+        {"text": same_length},  # the fingerprint's length matches; its hash does not
+        {"start": P1.start + 1},
+        {"end": P1.end + 1},
+    ):
         fields = {
             "id": P1.id,
             "text": P1.text,
