@@ -137,6 +137,8 @@ def test_warming_the_shared_cache_is_timed_once_and_reported(tmp_path: Path) -> 
     again = warm(ds, "hashing:default", tmp_path / "cache")
     assert first["computed"] == 7 and first["passages_per_s"] > 0
     assert again["computed"] == 0 and again["passages_per_s"] is None
+    tokens = warm(ds, "hashing:default", tmp_path / "cache", tokens=True)
+    assert tokens["computed"] == 7 and tokens["embedder"].endswith("(token vectors)")
     machine = {"cores": 2, "memory_gib": 1, "platform": "x", "python": "3.11", "versions": {}}
     row = {
         "system": "dense",

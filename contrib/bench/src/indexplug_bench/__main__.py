@@ -98,13 +98,14 @@ def run(a: argparse.Namespace) -> None:
             for s in SYSTEMS
             if (not a.only or any(o in s.name for o in a.only))
             and f"embedder:{MINILM}" in s.needs
-            and "tokens" not in s.name
             and available(s, ctx) is None
         ]
-        if dense:
-            print(f"warm {MINILM} for {len(dense)} dense systems", file=sys.stderr)
-            results["embedding"].append(warm(a.scifact, MINILM, a.embed_cache))
-            a.out.write_text(json.dumps(results, indent=1))
+        for tokens in (False, True):
+            these = [s for s in dense if ("tokens" in s.name) == tokens]
+            if these:
+                print(f"warm {MINILM} for {len(these)} systems (tokens: {tokens})", file=sys.stderr)
+                results["embedding"].append(warm(a.scifact, MINILM, a.embed_cache, tokens=tokens))
+                a.out.write_text(json.dumps(results, indent=1))
     try:
         for system in SYSTEMS:
             if a.only and not any(o in system.name for o in a.only):

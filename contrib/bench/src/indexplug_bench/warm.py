@@ -26,8 +26,12 @@ def bench_passages(docs: list[tuple[str, str]]) -> list[Any]:
     return [Passage.create(text, f"bench://{did}") for did, text in docs]
 
 
-def warm(dataset: Path, spec: str, cache_dir: Path) -> dict[str, Any]:
-    """Embed every passage of ``dataset`` not yet in the cache; how long the model took."""
+def warm(dataset: Path, spec: str, cache_dir: Path, *, tokens: bool = False) -> dict[str, Any]:
+    """Embed every passage of ``dataset`` not yet in the cache; how long the model took.
+
+    ``tokens``: per-token vectors, in the float16 cache the colbert engine keeps them in,
+    instead of text vectors (float32, what chroma and elastic read).
+    """
     from indexplug import Granularity, get_embedder
     from indexplug.embedcache import EmbeddingCache, embed_passages
     from indexplug.evaluation import load_beir
@@ -35,15 +39,21 @@ def warm(dataset: Path, spec: str, cache_dir: Path) -> dict[str, Any]:
     ds = load_beir(dataset)
     passages = bench_passages(ds.corpus)
     embedder = get_embedder(spec)
-    cache = EmbeddingCache(embedder.name, int(embedder.dim), root=cache_dir)
+    granularity = Granularity.TOKEN if tokens else Granularity.TEXT
+    cache = EmbeddingCache(
+        embedder.name,
+        int(embedder.dim),
+        root=cache_dir,
+        dtype="float16" if tokens else "float32",
+    )
     before = cache.count()
     started = time.perf_counter()
     for i in range(0, len(passages), BATCH):
-        embed_passages(embedder, passages[i : i + BATCH], Granularity.TEXT, cache=cache)
+        embed_passages(embedder, passages[i : i + BATCH], granularity, cache=cache)
     took = time.perf_counter() - started
     computed = cache.count() - before
     return {
-        "embedder": spec,
+        "embedder": spec + (" (token vectors)" if tokens else ""),
         "dataset": ds.name,
         "passages": len(passages),
         "computed": computed,
