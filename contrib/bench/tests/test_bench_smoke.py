@@ -165,3 +165,19 @@ def test_warming_the_shared_cache_is_timed_once_and_reported(tmp_path: Path) -> 
     render(merged, md, tmp_path / "img")
     text = md.read_text()
     assert "| 70 † |" in text and "| hashing:default | 7 of 7 |" in text
+
+
+def test_each_runner_indexes_into_an_index_of_its_own_and_drops_it(tmp_path: Path) -> None:
+    """A server's index outlives a repeat's fresh home: a second runner must not add into the
+    first one's index, and a closed runner leaves nothing behind."""
+    from indexplug_bench.systems import IndexplugRunner
+
+    a = IndexplugRunner(tmp_path / "a", "sqlite-fts5", {})
+    b = IndexplugRunner(tmp_path / "a", "sqlite-fts5", {})
+    assert a.index_name != b.index_name
+    a.index([("d1", "cats purr softly")])
+    assert a.guard.status(a.index_name).passages == 1  # type: ignore[union-attr]
+    assert b.guard.status(b.index_name).exists is False  # type: ignore[union-attr]
+    a.close()
+    assert b.guard.status(a.index_name).exists is False  # type: ignore[union-attr]
+    b.close()
