@@ -16,6 +16,7 @@ import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
+from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
@@ -40,6 +41,17 @@ class Source(BaseModel):
     provenance: str | None = None
     licence: str | None = None
     published_at: datetime | None = None
+
+
+@lru_cache(maxsize=16_384)
+def source_from_json(text: str) -> Source:
+    """A stored source (its JSON), parsed and validated once per distinct text.
+
+    Backends that store a passage's source as JSON read it back for every hit of every search,
+    and the same sources come back again and again; a :class:`Source` is frozen, so one object
+    can serve every hit that has it.
+    """
+    return Source.model_validate_json(text)
 
 
 _json_string = json.encoder.encode_basestring  # type: ignore[attr-defined]

@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from indexplug.passages import MetadataValue, Passage, Source
+from indexplug.passages import MetadataValue, Passage, source_from_json
 
 META_PREFIX = "m."
 SOURCE = "ip.source"
@@ -56,11 +56,12 @@ def from_record(pid: str, document: str | None, metadata: Mapping[str, Any] | No
     return Passage.from_stored(
         id=pid,
         text=document or "",
-        source=Source.model_validate_json(str(meta[SOURCE])),
+        # parsed once per distinct source (a top-100 search reads a hundred)
+        source=source_from_json(str(meta[SOURCE])),
         start=int(meta[START]),
         end=int(meta[END]),
         document_sha256=str(meta[DOC]) if meta.get(DOC) else None,
-        metadata=json.loads(raw) if raw else None,
+        metadata=json.loads(raw) if raw and raw != "{}" else None,
     )
 
 

@@ -10,18 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any
 
 from indexplug.construct import construct
 from indexplug.outcomes import Hit
-from indexplug.passages import Passage, Source
-
-
-@lru_cache(maxsize=16_384)
-def source_from_json(text: str) -> Source:
-    """A stored source, parsed once: sources are frozen, so one object can serve every hit."""
-    return Source.model_validate_json(text)
+from indexplug.passages import Passage, source_from_json
 
 
 def passage_from_row(row: Sequence[Any]) -> Passage:
