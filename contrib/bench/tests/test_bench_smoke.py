@@ -74,6 +74,15 @@ def test_worker_subprocess_on_a_tiny_beir_set_and_report(tmp_path: Path) -> None
     render(results, md, tmp_path / "img")
     text = md.read_text()
     assert "| indexplug sqlite-fts5 |" in text and "x" in text and "vs raw" in text
+    assert "## Against the targets" in text
+    assert (
+        "| overhead of indexplug sqlite-fts5 over raw sqlite3 FTS5 (same query), top 100 |" in text
+    )
+    assert "| sqlite-fts5 against bm25s, top 100 | within 5x |" in text
+    assert (
+        "| sqlite-fts5 at 1M passages | median < 50 ms, >= 10,000 passages/s | not measured |"
+        in text
+    )
     assert (tmp_path / "img" / "quality.png").stat().st_size > 1000
 
 
