@@ -128,6 +128,15 @@ def test_merging_runs_keeps_the_latest_row_and_names_its_command(tmp_path: Path)
     text = md.read_text()
     assert "`run --only a`" in text and "`run --only a c`" in text
     assert "| a | 10 |" in text and "0.5..0.7" in text
+    third = {**second, "command": "run --only b", "quality": [row("b", 6.0)]}
+    later = merge([first, second, third])
+    assert [r["command"] for r in later["runs"]] == ["run --only a c", "run --only b"]
+    assert {(r["system"], r["top_k"]): r["run"] for r in later["quality"]} == {
+        ("a", 100): 0,
+        ("a", 10): 0,
+        ("c", 100): 0,
+        ("b", 100): 1,
+    }
 
 
 def test_warming_the_shared_cache_is_timed_once_and_reported(tmp_path: Path) -> None:

@@ -202,6 +202,15 @@ def main() -> None:
     r.add_argument("--timeout", type=float, default=3600)
     r.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.json")
     r.add_argument("--markdown", type=Path, default=REPO / "docs" / "benchmarks.md")
+    w = sub.add_parser(
+        "warm",
+        help="fill an embedding cache with SciFact's vectors, timed, into a results file "
+        "(the model's cold indexing rate; `report` merges it)",
+    )
+    w.add_argument("--scifact", type=Path, default=REPO.parent / "shared/data/beir/scifact")
+    w.add_argument("--embed-cache", type=Path, required=True)
+    w.add_argument("--tokens", action="store_true", help="per-token vectors (colbert)")
+    w.add_argument("--out", type=Path, required=True)
     rep = sub.add_parser(
         "report",
         help="render the Markdown page and charts from one or more results files "
@@ -213,6 +222,25 @@ def main() -> None:
     a = p.parse_args()
     if a.cmd == "run":
         run(a)
+    elif a.cmd == "warm":
+        started = time.strftime("%Y-%m-%d %H:%M:%S")
+        row = warm(a.scifact, MINILM, a.embed_cache, tokens=a.tokens)
+        a.out.write_text(
+            json.dumps(
+                {
+                    "machine": machine.describe(),
+                    "command": "python -m indexplug_bench "
+                    + " ".join(shlex.quote(x) for x in sys.argv[1:]),
+                    "started": started,
+                    "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+                    "quality": [],
+                    "scale": [],
+                    "embedding": [row],
+                    "skipped": {},
+                },
+                indent=1,
+            )
+        )
     else:
         results = merge([json.loads(f.read_text()) for f in a.results])
         if a.out:

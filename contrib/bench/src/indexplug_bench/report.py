@@ -64,6 +64,14 @@ def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
         merged["skipped"].update(results.get("skipped") or {})
     for part in ("quality", "scale", "embedding"):
         merged[part] = list(rows[part].values())
+    # a run whose every row a later run replaced is no longer a source of the page: drop it
+    # and renumber, so the list of commands names only the ones behind a figure
+    used = sorted({r["run"] for part in ("quality", "scale", "embedding") for r in merged[part]})
+    if used != list(range(len(merged["runs"]))):
+        renumber = {old: new for new, old in enumerate(used)}
+        merged["runs"] = [merged["runs"][i] for i in used]
+        for part in ("quality", "scale", "embedding"):
+            merged[part] = [{**r, "run": renumber[r["run"]]} for r in merged[part]]
     done = {r["system"] for r in merged["quality"]} | {
         f"{r['system']} @ {r['passages']}" for r in merged["scale"]
     }
