@@ -128,6 +128,8 @@ def test_merging_runs_keeps_the_latest_row_and_names_its_command(tmp_path: Path)
     text = md.read_text()
     assert "`run --only a`" in text and "`run --only a c`" in text
     assert "| a | 10 |" in text and "0.5..0.7" in text
+    noted = merge([first, {**second, "scale_notes": {"a": "stops at 10k: memory"}}])
+    assert noted["scale_notes"] == {"a": "stops at 10k: memory"}
     third = {**second, "command": "run --only b", "quality": [row("b", 6.0)]}
     later = merge([first, second, third])
     assert [r["command"] for r in later["runs"]] == ["run --only a c", "run --only b"]

@@ -219,6 +219,13 @@ def main() -> None:
     rep.add_argument("results", type=Path, nargs="*", default=[REPO / "docs" / "benchmarks.json"])
     rep.add_argument("--markdown", type=Path, default=REPO / "docs" / "benchmarks.md")
     rep.add_argument("--out", type=Path, default=None, help="write the merged results here")
+    rep.add_argument(
+        "--scale-note",
+        action="append",
+        default=[],
+        metavar="SYSTEM=TEXT",
+        help="why a system's scale rows stop where they do (kept in the results file)",
+    )
     a = p.parse_args()
     if a.cmd == "run":
         run(a)
@@ -243,6 +250,9 @@ def main() -> None:
         )
     else:
         results = merge([json.loads(f.read_text()) for f in a.results])
+        for note in a.scale_note:
+            system, _, why = note.partition("=")
+            results.setdefault("scale_notes", {})[system.strip()] = why.strip()
         if a.out:
             a.out.write_text(json.dumps(results, indent=1))
         render(results, a.markdown, a.markdown.parent / "img")

@@ -62,6 +62,7 @@ def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
                     key = (row["system"], row.get("dataset"), row.get("top_k"))
                 rows[part][key] = {**row, "run": offset + row.get("run", 0)}
         merged["skipped"].update(results.get("skipped") or {})
+        merged.setdefault("scale_notes", {}).update(results.get("scale_notes") or {})
     for part in ("quality", "scale", "embedding"):
         merged[part] = list(rows[part].values())
     # a run whose every row a later run replaced is no longer a source of the page: drop it
@@ -365,6 +366,10 @@ def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
                 f"{r['peak_rss_mb']:.0f} | {_load(r)} | {r.get('run', 0) + 1} |"
             )
         lines.append("")
+        for system, why in sorted((results.get("scale_notes") or {}).items()):
+            lines += [f"- **{system}**: {why}"]
+        if results.get("scale_notes"):
+            lines.append("")
         if "scale.png" in charts:
             lines += ["![latency and size against corpus size](img/scale.png)", ""]
     judged = targets(results)
