@@ -107,22 +107,13 @@ def test_the_cache_can_be_shared_across_homes(
     monkeypatch.setenv("INDEXPLUG_EMBED_CACHE", str(shared))
     assert default_cache_dir() == shared
     ps = corpus(5)
-    first_home = Counting()
-    monkeypatch.setenv("INDEXPLUG_HOME", str(tmp_path / "home-a"))
-    embed_passages(
-        first_home,
-        ps,
-        Granularity.TEXT,
-        cache=EmbeddingCache(first_home.name, first_home.dim, root=default_cache_dir()),
-    )
-    second_home = Counting()
-    monkeypatch.setenv("INDEXPLUG_HOME", str(tmp_path / "home-b"))
-    embed_passages(
-        second_home,
-        ps,
-        Granularity.TEXT,
-        cache=EmbeddingCache(second_home.name, second_home.dim, root=default_cache_dir()),
-    )
-    assert first_home.calls == [5] and second_home.calls == []
+    embedders = []
+    for home in ("home-a", "home-b"):  # one process per home, as it were: a fresh embedder each
+        monkeypatch.setenv("INDEXPLUG_HOME", str(tmp_path / home))
+        emb = Counting()
+        cache = EmbeddingCache(emb.name, emb.dim, root=default_cache_dir())
+        embed_passages(emb, ps, Granularity.TEXT, cache=cache)
+        embedders.append(emb)
+    assert [e.calls for e in embedders] == [[5], []]
     monkeypatch.delenv("INDEXPLUG_EMBED_CACHE")
     assert default_cache_dir() == tmp_path / "home-b" / "embedcache"
