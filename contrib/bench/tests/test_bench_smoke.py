@@ -201,3 +201,69 @@ def test_each_runner_indexes_into_an_index_of_its_own_and_drops_it(tmp_path: Pat
     a.close()
     assert b.guard.status(a.index_name).exists is False  # type: ignore[union-attr]
     b.close()
+
+
+def test_a_framework_system_and_its_raw_library_alternate_repeat_by_repeat(
+    tmp_path: Path,
+) -> None:
+    from indexplug_bench.__main__ import pairs
+    from indexplug_bench.systems import by_name
+
+    ip, raw = by_name("indexplug sqlite-fts5"), by_name("raw sqlite3 FTS5 (same query)")
+    bm25s, chroma = by_name("bm25s"), by_name("indexplug chroma (MiniLM)")
+    raw_chroma = by_name("raw chromadb (MiniLM)")
+    chosen = [ip, raw, bm25s, chroma, raw_chroma]
+    assert pairs(chosen, interleave=True, embed_cache=False) == [
+        [ip, raw],
+        [bm25s],
+        [chroma],  # a model would embed the corpus again every repeat: not alternated
+        [raw_chroma],
+    ]
+    assert pairs(chosen, interleave=True, embed_cache=True)[2] == [chroma, raw_chroma]
+    assert pairs(chosen, interleave=False, embed_cache=False) == [[s] for s in chosen]
+
+    ds = tmp_path / "tiny"
+    (ds / "qrels").mkdir(parents=True)
+    (ds / "corpus.jsonl").write_text(
+        "\n".join(
+            json.dumps({"_id": f"d{i}", "title": "", "text": t})
+            for i, t in enumerate(["cats purr softly", "dogs bark loudly", "birds sing at dawn"])
+        )
+    )
+    (ds / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "why do cats purr"}))
+    (ds / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td0\t1\n")
+    out = tmp_path / "pair.json"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "indexplug_bench",
+            "run",
+            "--scifact",
+            str(ds),
+            "--only",
+            "indexplug sqlite-fts5",
+            "FTS5 (same query)",
+            "--sizes",
+            "--no-elastic",
+            "--repeats",
+            "3",
+            "--top-k",
+            "10",
+            "--out",
+            str(out),
+            "--markdown",
+            str(tmp_path / "b.md"),
+        ],
+        check=True,
+    )
+    rows = {r["system"]: r for r in json.loads(out.read_text())["quality"]}
+    assert set(rows) == {ip.name, raw.name}
+    for row in rows.values():
+        # three single-repeat processes merged: one figure per repeat, the pair named
+        assert row["repeats"] == 3 and len(row["latency_ms"]["p50"]) == 3
+        assert len(row["index_passages_per_s"]) == 3
+        assert row["interleaved"] == [ip.name, raw.name]
+        assert row["quality"]["ndcg_at_10"] == 1.0
+    assert rows[ip.name]["raw_of"] == raw.name
+    assert "| indexplug sqlite-fts5 | 10 |" in (tmp_path / "b.md").read_text()

@@ -66,6 +66,97 @@ def _worker(args: list[str], timeout: float) -> dict[str, Any] | str:
     return json.loads(out.read_text())
 
 
+def _expensive(system: System) -> bool:
+    """Indexing it means running a model (minutes), so it is indexed once, not per repeat."""
+    return any(n.startswith("embedder:") or n == "ragatouille" for n in system.needs)
+
+
+def pairs(chosen: list[System], *, interleave: bool, embed_cache: bool) -> list[list[System]]:
+    """The order of the run: each system alone, except an indexplug system and the raw
+    library it is compared with, which form a group measured :func:`_interleaved` (when
+    ``interleave`` and indexing both is cheap: no model, or its vectors come from the cache)."""
+    by_name = {s.name: s for s in chosen}
+    grouped: set[str] = set()
+    groups: list[list[System]] = []
+    for s in chosen:
+        if s.name in grouped:
+            continue
+        raw = by_name.get(s.raw_of or "")
+        cheap = embed_cache or not (_expensive(s) or (raw is not None and _expensive(raw)))
+        if interleave and raw is not None and raw.name not in grouped and cheap:
+            groups.append([s, raw])
+            grouped |= {s.name, raw.name}
+        else:
+            groups.append([s])
+            grouped.add(s.name)
+    return groups
+
+
+def _interleaved(
+    group: list[System], a: argparse.Namespace, extra: list[str]
+) -> dict[str, dict[str, Any] | str]:
+    """A framework system and its raw library, one repeat (a fresh index, every query) per
+    worker process, alternating ABBA... so that neither always runs on the warmer server or
+    the quieter moment: a JVM compiling its search path, or a neighbour's load, would otherwise
+    favour whichever ran second.  The repeats of each are merged into one row."""
+    parts: dict[str, list[dict[str, Any]]] = {s.name: [] for s in group}
+    failed: dict[str, str] = {}
+    for rep in range(a.repeats):
+        order = group if rep % 2 == 0 else group[::-1]
+        for system in order:
+            if system.name in failed:
+                continue
+            res = _worker(
+                [
+                    system.name,
+                    str(a.scifact),
+                    "--repeats",
+                    "1",
+                    "--index-repeats",
+                    "1",
+                    "--top-k",
+                    str(a.top_k),
+                    *extra,
+                ],
+                timeout=a.timeout,
+            )
+            if isinstance(res, str):
+                failed[system.name] = res
+            else:
+                parts[system.name].append(res)
+    return {
+        s.name: failed.get(s.name) or combine(parts[s.name], partner=[o.name for o in group])
+        for s in group
+    }
+
+
+def combine(rows: list[dict[str, Any]], *, partner: list[str]) -> dict[str, Any]:
+    """One row from single-repeat rows of the same system (see :func:`_interleaved`): the
+    per-repeat figures side by side (the page reports their median and spread), quality from
+    the last (every system here is deterministic), the largest peak memory."""
+    last = rows[-1]
+    lat: dict[str, list[float]] = {}
+    for row in rows:
+        for key, values in row["latency_ms"].items():
+            lat.setdefault(key, []).extend(values)
+    failures: dict[str, int] = {}
+    for row in rows:
+        for key, n in (row.get("failures") or {}).items():
+            failures[key] = failures.get(key, 0) + n
+    return {
+        **last,
+        "repeats": len(rows),
+        "index_repeats": len(rows),
+        "index_passages_per_s": [x for row in rows for x in row["index_passages_per_s"]],
+        "latency_ms": lat,
+        "peak_rss_mb": max(row["peak_rss_mb"] for row in rows),
+        "failures": failures,
+        "load_avg": [rows[0]["load_avg"][0], last["load_avg"][-1]],
+        "cpu_s": round(sum(row["cpu_s"] for row in rows), 1),
+        "interleaved": partner,
+    }
+
+
 def run(a: argparse.Namespace) -> None:
     command = "python -m indexplug_bench " + " ".join(shlex.quote(x) for x in sys.argv[1:])
     ctx: dict[str, Any] = {"elastic_url": a.elastic_url}
@@ -107,6 +198,7 @@ def run(a: argparse.Namespace) -> None:
                 results["embedding"].append(warm(a.scifact, MINILM, a.embed_cache, tokens=tokens))
                 a.out.write_text(json.dumps(results, indent=1))
     try:
+        chosen: list[System] = []
         for system in SYSTEMS:
             if a.only and not any(o in system.name for o in a.only):
                 continue
@@ -115,26 +207,35 @@ def run(a: argparse.Namespace) -> None:
                 results["skipped"][system.name] = why
                 print(f"skip {system.name}: {why}", file=sys.stderr)
                 continue
-            print(f"run  {system.name} on {a.scifact}", file=sys.stderr)
-            expensive = any(n.startswith("embedder:") or n == "ragatouille" for n in system.needs)
-            res = _worker(
-                [
-                    system.name,
-                    str(a.scifact),
-                    "--repeats",
-                    str(a.repeats),
-                    "--index-repeats",
-                    str(1 if expensive else a.repeats),
-                    "--top-k",
-                    str(a.top_k),
-                    *extra,
-                ],
-                timeout=a.timeout,
-            )
-            if isinstance(res, str):
-                results["skipped"][system.name] = res
-                print(f"     {res}", file=sys.stderr)
+            chosen.append(system)
+        for group in pairs(chosen, interleave=a.interleave, embed_cache=a.embed_cache is not None):
+            names = " and ".join(s.name for s in group)
+            print(f"run  {names} on {a.scifact}", file=sys.stderr)
+            if len(group) == 1:
+                system = group[0]
+                res = _worker(
+                    [
+                        system.name,
+                        str(a.scifact),
+                        "--repeats",
+                        str(a.repeats),
+                        "--index-repeats",
+                        str(1 if _expensive(system) else a.repeats),
+                        "--top-k",
+                        str(a.top_k),
+                        *extra,
+                    ],
+                    timeout=a.timeout,
+                )
+                outcomes = {system.name: res}
             else:
+                outcomes = _interleaved(group, a, extra)
+            for system in group:
+                res = outcomes[system.name]
+                if isinstance(res, str):
+                    results["skipped"][system.name] = res
+                    print(f"     {system.name}: {res}", file=sys.stderr)
+                    continue
                 res["raw_of"] = system.raw_of
                 res["kind"] = system.kind
                 if a.embed_cache and any(n.startswith("embedder:") for n in system.needs):
@@ -198,6 +299,13 @@ def main() -> None:
         default=None,
         help="embed SciFact once into this shared cache (timed: the model's own row) and let "
         "every dense system read its passage vectors from it (queries are always embedded)",
+    )
+    r.add_argument(
+        "--no-interleave",
+        dest="interleave",
+        action="store_false",
+        help="run each indexplug system and its raw library one after the other (default: "
+        "alternating repeat by repeat, each repeat in a fresh process)",
     )
     r.add_argument("--timeout", type=float, default=3600)
     r.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.json")

@@ -283,7 +283,9 @@ def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
         "- **Load:** the machine may be shared; *load* is its 1-minute load average when a row "
         "started and ended (2 cores: above 2 means the figures' wall clock is inflated).",
         "- Every system runs in its own process; figures are the median of the repeats with the "
-        "spread (min..max) in brackets.  Latency covers one `search` call as a user makes it "
+        "spread (min..max) in brackets.  An indexplug system and the raw library it is compared "
+        "with (*p50 vs raw*) alternate repeat by repeat (A B B A ..., each repeat a fresh "
+        "process and index), so neither always meets the warmer server or the quieter moment.  Latency covers one `search` call as a user makes it "
         "(as many hits as the *top k* column says, query embedding included for dense systems).  Peak memory is the process's "
         "peak resident set (for Elasticsearch, the client process; the server's heap is 512 MB).",
         "",
