@@ -267,3 +267,16 @@ def test_a_framework_system_and_its_raw_library_alternate_repeat_by_repeat(
         assert row["quality"]["ndcg_at_10"] == 1.0
     assert rows[ip.name]["raw_of"] == raw.name
     assert "| indexplug sqlite-fts5 | 10 |" in (tmp_path / "b.md").read_text()
+
+
+def test_a_one_batch_runner_adds_the_whole_corpus_at_finish(tmp_path: Path) -> None:
+    from indexplug_bench.systems import IndexplugRunner
+
+    r = IndexplugRunner(tmp_path / "a", "sqlite-fts5", {}, one_batch=True)
+    r.index([("d1", "cats purr softly")])
+    r.index([("d2", "dogs bark loudly")])
+    assert r.guard.status(r.index_name).exists is False  # type: ignore[union-attr]
+    r.finish()
+    assert r.guard.status(r.index_name).passages == 2  # type: ignore[union-attr]
+    assert r.search("cats", 10) == ["d1"]
+    r.close()

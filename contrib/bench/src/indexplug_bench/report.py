@@ -6,6 +6,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from indexplug_bench.systems import SYSTEMS
+
 
 def _med(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
@@ -389,15 +391,9 @@ def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
         ]
     measured = {r["system"] for r in results["quality"]}
     elsewhere = [
-        name
-        for name in (
-            "indexplug chroma (MiniLM)",
-            "indexplug elastic kNN (MiniLM)",
-            "indexplug elastic hybrid (MiniLM)",
-            "indexplug colbert native (MiniLM tokens)",
-            "indexplug colbert RAGatouille",
-        )
-        if name not in measured
+        s.name
+        for s in SYSTEMS
+        if s.kind == "indexplug" and s.name not in measured and "usearch" not in s.name
     ]
     if elsewhere:
         lines += [
