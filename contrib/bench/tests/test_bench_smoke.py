@@ -30,6 +30,7 @@ def test_worker_measures_the_framework_and_raw_libraries(tmp_path: Path) -> None
     r = rows[0]
     assert r["passages"] == 400 and r["index_passages_per_s"][0] > 0
     assert r["latency_ms"]["p50"][0] > 0 and r["size_bytes"] > 0 and r["failures"] == {}
+    assert 0.0 <= r["steal_pct"] <= 100.0  # the host's share of the CPU time, stated per row
 
 
 def test_worker_subprocess_on_a_tiny_beir_set_and_report(tmp_path: Path) -> None:
@@ -128,6 +129,10 @@ def test_merging_runs_keeps_the_latest_row_and_names_its_command(tmp_path: Path)
     text = md.read_text()
     assert "`run --only a`" in text and "`run --only a c`" in text
     assert "| a | 10 |" in text and "0.5..0.7" in text
+    assert "steal" not in text.split("## Quality")[1]  # none measured: none shown
+    stolen = {**second, "quality": [{**row("a", 3.0), "steal_pct": 21.6}]}
+    render(merge([stolen]), md, tmp_path / "img")
+    assert "| 0.5..0.7, steal 22% |" in md.read_text()
     noted = merge([first, {**second, "scale_notes": {"a": "stops at 10k: memory"}}])
     assert noted["scale_notes"] == {"a": "stops at 10k: memory"}
     third = {**second, "command": "run --only b", "quality": [row("b", 6.0)]}
@@ -206,21 +211,21 @@ def test_each_runner_indexes_into_an_index_of_its_own_and_drops_it(tmp_path: Pat
 def test_a_framework_system_and_its_raw_library_alternate_repeat_by_repeat(
     tmp_path: Path,
 ) -> None:
-    from indexplug_bench.__main__ import pairs
+    from indexplug_bench.__main__ import groups
     from indexplug_bench.systems import by_name
 
     ip, raw = by_name("indexplug sqlite-fts5"), by_name("raw sqlite3 FTS5 (same query)")
     bm25s, chroma = by_name("bm25s"), by_name("indexplug chroma (MiniLM)")
     raw_chroma = by_name("raw chromadb (MiniLM)")
     chosen = [ip, raw, bm25s, chroma, raw_chroma]
-    assert pairs(chosen, interleave=True, embed_cache=False) == [
-        [ip, raw],
-        [bm25s],
+    assert groups(chosen, interleave=True, embed_cache=False) == [
+        [ip, raw, bm25s],  # its raw library, and bm25s, which a target compares it with
         [chroma],  # a model would embed the corpus again every repeat: not alternated
         [raw_chroma],
     ]
-    assert pairs(chosen, interleave=True, embed_cache=True)[2] == [chroma, raw_chroma]
-    assert pairs(chosen, interleave=False, embed_cache=False) == [[s] for s in chosen]
+    assert groups(chosen, interleave=True, embed_cache=True)[1] == [chroma, raw_chroma]
+    assert groups(chosen, interleave=False, embed_cache=False) == [[s] for s in chosen]
+    assert groups([bm25s, raw], interleave=True, embed_cache=False) == [[bm25s], [raw]]
 
     ds = tmp_path / "tiny"
     (ds / "qrels").mkdir(parents=True)

@@ -71,34 +71,41 @@ def _expensive(system: System) -> bool:
     return any(n.startswith("embedder:") or n == "ragatouille" for n in system.needs)
 
 
-def pairs(chosen: list[System], *, interleave: bool, embed_cache: bool) -> list[list[System]]:
-    """The order of the run: each system alone, except an indexplug system and the raw
-    library it is compared with, which form a group measured :func:`_interleaved` (when
-    ``interleave`` and indexing both is cheap: no model, or its vectors come from the cache)."""
+def groups(chosen: list[System], *, interleave: bool, embed_cache: bool) -> list[list[System]]:
+    """The order of the run: each system alone, except an indexplug system and the systems it
+    is compared with (its raw library, ``versus``), which form a group measured
+    :func:`_interleaved` (when ``interleave`` and indexing them is cheap: no model, or its
+    vectors come from the cache)."""
     by_name = {s.name: s for s in chosen}
     grouped: set[str] = set()
-    groups: list[list[System]] = []
+    out: list[list[System]] = []
     for s in chosen:
         if s.name in grouped:
             continue
-        raw = by_name.get(s.raw_of or "")
-        cheap = embed_cache or not (_expensive(s) or (raw is not None and _expensive(raw)))
-        if interleave and raw is not None and raw.name not in grouped and cheap:
-            groups.append([s, raw])
-            grouped |= {s.name, raw.name}
-        else:
-            groups.append([s])
-            grouped.add(s.name)
-    return groups
+        if s.kind == "indexplug" and interleave:
+            others = [
+                by_name[n]
+                for n in (s.raw_of, *s.versus)
+                if n in by_name and n not in grouped and n != s.name
+            ]
+            members = [s, *others]
+            if others and (embed_cache or not any(_expensive(m) for m in members)):
+                out.append(members)
+                grouped |= {m.name for m in members}
+                continue
+        out.append([s])
+        grouped.add(s.name)
+    return out
 
 
 def _interleaved(
     group: list[System], a: argparse.Namespace, extra: list[str]
 ) -> dict[str, dict[str, Any] | str]:
-    """A framework system and its raw library, one repeat (a fresh index, every query) per
-    worker process, alternating ABBA... so that neither always runs on the warmer server or
-    the quieter moment: a JVM compiling its search path, or a neighbour's load, would otherwise
-    favour whichever ran second.  The repeats of each are merged into one row."""
+    """A framework system and the systems it is compared with, one repeat (a fresh index,
+    every query) per worker process, in turns whose order reverses each repeat (A B C, C B A,
+    A B C ...), so that none always runs on the warmer server or at the quieter moment: a JVM
+    compiling its search path, or the host lending our cores to another machine, would
+    otherwise favour whichever ran later.  The repeats of each are merged into one row."""
     parts: dict[str, list[dict[str, Any]]] = {s.name: [] for s in group}
     failed: dict[str, str] = {}
     for rep in range(a.repeats):
@@ -125,12 +132,12 @@ def _interleaved(
             else:
                 parts[system.name].append(res)
     return {
-        s.name: failed.get(s.name) or combine(parts[s.name], partner=[o.name for o in group])
+        s.name: failed.get(s.name) or combine(parts[s.name], group=[o.name for o in group])
         for s in group
     }
 
 
-def combine(rows: list[dict[str, Any]], *, partner: list[str]) -> dict[str, Any]:
+def combine(rows: list[dict[str, Any]], *, group: list[str]) -> dict[str, Any]:
     """One row from single-repeat rows of the same system (see :func:`_interleaved`): the
     per-repeat figures side by side (the page reports their median and spread), quality from
     the last (every system here is deterministic), the largest peak memory."""
@@ -153,7 +160,8 @@ def combine(rows: list[dict[str, Any]], *, partner: list[str]) -> dict[str, Any]
         "failures": failures,
         "load_avg": [rows[0]["load_avg"][0], last["load_avg"][-1]],
         "cpu_s": round(sum(row["cpu_s"] for row in rows), 1),
-        "interleaved": partner,
+        "steal_pct": max((row.get("steal_pct") or 0.0 for row in rows), default=None),
+        "interleaved": group,
     }
 
 
@@ -208,7 +216,7 @@ def run(a: argparse.Namespace) -> None:
                 print(f"skip {system.name}: {why}", file=sys.stderr)
                 continue
             chosen.append(system)
-        for group in pairs(chosen, interleave=a.interleave, embed_cache=a.embed_cache is not None):
+        for group in groups(chosen, interleave=a.interleave, embed_cache=a.embed_cache is not None):
             names = " and ".join(s.name for s in group)
             print(f"run  {names} on {a.scifact}", file=sys.stderr)
             if len(group) == 1:

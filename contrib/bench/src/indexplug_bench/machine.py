@@ -50,3 +50,25 @@ def describe() -> dict[str, Any]:
         "platform": platform.platform(),
         "versions": versions(),
     }
+
+
+def cpu_clock() -> tuple[float, float]:
+    """``(stolen, total)`` CPU seconds of the whole machine so far.
+
+    On a virtual machine the host may run other guests on "our" cores: the time it takes away
+    (*steal*) slows every wall-clock figure without showing in the load average, and it comes
+    and goes (0% and 20% minutes apart on this project's machine).  A row states its share so
+    a reader can tell a slow system from a slow moment.
+    """
+    t = psutil.cpu_times()
+    # guest time is already counted in user time
+    total = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+    return getattr(t, "steal", 0.0), total
+
+
+def steal_pct(start: tuple[float, float], end: tuple[float, float]) -> float | None:
+    """The share (percent) of the machine's CPU time stolen between two :func:`cpu_clock`."""
+    total = end[1] - start[1]
+    if total <= 0:
+        return None
+    return round(100.0 * (end[0] - start[0]) / total, 1)

@@ -85,7 +85,9 @@ def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _load(row: dict[str, Any]) -> str:
     la = row.get("load_avg")
-    return f"{la[0]:.1f}..{la[1]:.1f}" if la else "-"
+    text = f"{la[0]:.1f}..{la[1]:.1f}" if la else "-"
+    steal = row.get("steal_pct")
+    return f"{text}, steal {steal:.0f}%" if steal is not None and steal >= 1 else text
 
 
 def _mb(b: int | None) -> str:
@@ -283,11 +285,16 @@ def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
         f"{m['python']}",
         "- **Versions:** " + ", ".join(f"{k} {v}" for k, v in sorted(m["versions"].items())),
         "- **Load:** the machine may be shared; *load* is its 1-minute load average when a row "
-        "started and ended (2 cores: above 2 means the figures' wall clock is inflated).",
+        "started and ended (2 cores: above 2 means the figures' wall clock is inflated); "
+        "*steal* (shown from 1%) is the share of the machine's CPU time the virtual machine's "
+        "host took for others while the row ran (for a row of alternating repeats, the largest "
+        "of them), which slows it without showing in the load.",
         "- Every system runs in its own process; figures are the median of the repeats with the "
-        "spread (min..max) in brackets.  An indexplug system and the raw library it is compared "
-        "with (*p50 vs raw*) alternate repeat by repeat (A B B A ..., each repeat a fresh "
-        "process and index), so neither always meets the warmer server or the quieter moment.  Latency covers one `search` call as a user makes it "
+        "spread (min..max) in brackets.  An indexplug system and the systems it is compared "
+        "with (its raw library for *p50 vs raw*; bm25s and rank_bm25 for sqlite-fts5) take "
+        "turns repeat by repeat, the order reversing each time (A B C, C B A, ...; each repeat "
+        "a fresh process and index), so none always meets the warmer server or the quieter "
+        "moment.  Latency covers one `search` call as a user makes it "
         "(as many hits as the *top k* column says, query embedding included for dense systems).  Peak memory is the process's "
         "peak resident set (for Elasticsearch, the client process; the server's heap is 512 MB).",
         "",

@@ -428,6 +428,9 @@ class System:
     """Modules, backends ("backend:NAME"), embedders ("embedder:SPEC") or "elastic-url"."""
     raw_of: str | None = None
     """For an indexplug system: the raw system it is compared with (overhead ratio)."""
+    versus: tuple[str, ...] = ()
+    """Other systems the targets compare it with (sqlite-fts5 against bm25s and rank_bm25):
+    measured alternating with it, as ``raw_of`` is."""
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -449,6 +452,7 @@ SYSTEMS: list[System] = [
         _ip("sqlite-fts5"),
         ("backend:sqlite-fts5",),
         raw_of="raw sqlite3 FTS5 (same query)",
+        versus=("bm25s", "rank_bm25"),
     ),
     System(
         "raw sqlite3 FTS5 (same query)",

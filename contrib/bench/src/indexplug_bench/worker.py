@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from indexplug_bench import synthetic
+from indexplug_bench import machine, synthetic
 from indexplug_bench.systems import SCALE_SYSTEMS, by_name, fresh
 
 
@@ -67,6 +67,7 @@ def measure(
 ) -> dict[str, Any]:
     name, size, batches, queries, qrels = load(dataset)
     load_before = os.getloadavg()[0]
+    clock = machine.cpu_clock()
     cpu0 = time.process_time()
     make = SCALE_SYSTEMS[system] if dataset.startswith("synthetic:") else by_name(system).make
     index_pps: list[float] = []
@@ -131,6 +132,7 @@ def measure(
         # seconds, say how much the wall-clock figures can be trusted
         "load_avg": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "cpu_s": round(time.process_time() - cpu0, 1),
+        "steal_pct": machine.steal_pct(clock, machine.cpu_clock()),
     }
 
 
