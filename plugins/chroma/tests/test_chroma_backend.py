@@ -520,3 +520,33 @@ def test_new_collections_search_with_ef_256_unless_told(make_guard: MakeGuard) -
             warnings.simplefilter("ignore", DeprecationWarning)  # chromadb's own, on reading it
             conf = client.get_collection(collection_name(index)).configuration
         assert conf["hnsw"]["ef_search"] == want and conf["hnsw"]["space"] == "cosine"
+
+
+def test_a_record_holds_its_provenance_in_one_key_and_old_records_still_read() -> None:
+    """Chroma reads a record's metadata back one row per key, so the provenance is one JSON
+    key (with the filterable ``m.*`` copies beside it); records written with the earlier
+    layout (a key per field) come back the same."""
+    import json
+
+    from indexplug_chroma import records
+
+    for p in [*corpus(5), *odd_passages()]:
+        meta = records.to_metadata(p)
+        assert [k for k in meta if not k.startswith(records.META_PREFIX)] == [records.PROV]
+        assert {k[2:]: v for k, v in meta.items() if k.startswith("m.")} == p.metadata
+        assert records.from_record(p.id, p.text, meta) == p
+        old: dict[str, object] = {
+            records.SOURCE: p.source.model_dump_json(exclude_none=True),
+            records.START: p.start,
+            records.END: p.end,
+            records.META: json.dumps(p.metadata, ensure_ascii=False),
+            **{k: v for k, v in meta.items() if k != records.PROV},
+        }
+        if p.document_sha256:
+            old[records.DOC] = p.document_sha256
+        assert records.from_record(p.id, p.text, old) == p
+    # a cached provenance is never shared with a caller: each passage gets its own metadata
+    p = corpus(1)[0]
+    a = records.from_record(p.id, p.text, records.to_metadata(p))
+    a.metadata["topic"] = "changed"
+    assert records.from_record(p.id, p.text, records.to_metadata(p)) == p
