@@ -133,6 +133,15 @@ def test_merging_runs_keeps_the_latest_row_and_names_its_command(tmp_path: Path)
     stolen = {**second, "quality": [{**row("a", 3.0), "steal_pct": 21.6}]}
     render(merge([stolen]), md, tmp_path / "img")
     assert "| 0.5..0.7, steal 22% |" in md.read_text()
+    other = {**machine, "versions": {"torch": "2.13.0", "numpy": "1.26"}}
+    both = merge(
+        [
+            {**first, "machine": {**machine, "versions": {"torch": "2.15.0", "numpy": "1.26"}}},
+            {**second, "machine": other},
+        ]
+    )
+    render(both, md, tmp_path / "img")
+    assert "numpy 1.26, torch 2.15.0 (run 1); 2.13.0 (run 2)" in md.read_text()
     noted = merge([first, {**second, "scale_notes": {"a": "stops at 10k: memory"}}])
     assert noted["scale_notes"] == {"a": "stops at 10k: memory"}
     third = {**second, "command": "run --only b", "quality": [row("b", 6.0)]}

@@ -83,6 +83,28 @@ def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
+def _versions(results: dict[str, Any]) -> str:
+    """Every package's version over the runs behind the page: one version, or which runs had
+    which (a run from another environment, such as RAGatouille's pinned one, says so)."""
+    runs = results.get("runs") or [{"machine": results.get("machine", {})}]
+    seen: dict[str, dict[str, list[int]]] = {}
+    for i, run in enumerate(runs, start=1):
+        for name, version in ((run.get("machine") or {}).get("versions") or {}).items():
+            seen.setdefault(name, {}).setdefault(version, []).append(i)
+    parts = []
+    for name in sorted(seen):
+        versions = seen[name]
+        if len(versions) == 1:
+            parts.append(f"{name} {next(iter(versions))}")
+        else:
+            each = "; ".join(
+                f"{v} (run{'s' if len(r) > 1 else ''} {', '.join(map(str, r))})"
+                for v, r in versions.items()
+            )
+            parts.append(f"{name} {each}")
+    return ", ".join(parts)
+
+
 def _load(row: dict[str, Any]) -> str:
     la = row.get("load_avg")
     text = f"{la[0]:.1f}..{la[1]:.1f}" if la else "-"
@@ -283,7 +305,7 @@ def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
         ],
         f"- **Machine:** {m['cores']} cores, {m['memory_gib']} GiB, {m['platform']}, Python "
         f"{m['python']}",
-        "- **Versions:** " + ", ".join(f"{k} {v}" for k, v in sorted(m["versions"].items())),
+        "- **Versions:** " + _versions(results),
         "- **Load:** the machine may be shared; *load* is its 1-minute load average when a row "
         "started and ended (2 cores: above 2 means the figures' wall clock is inflated); "
         "*steal* (shown from 1%) is the share of the machine's CPU time the virtual machine's "
@@ -388,8 +410,9 @@ def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
         lines += [
             "## Against the targets",
             "",
-            "Judged from the rows above (medians of the repeats; a ratio compares two systems "
-            "measured one after the other, so it carries both runs' spread).",
+            "Judged from the rows above (medians of the repeats; a ratio compares the medians of "
+            "two systems, each with its own spread, measured in turns when both rows name the "
+            "same run).",
             "",
             "| figure | target | measured | verdict |",
             "|---|---|---|---|",
