@@ -24,9 +24,10 @@ def test_synthetic_corpus_is_deterministic_and_zipfian() -> None:
 
 def test_worker_measures_the_framework_and_raw_libraries(tmp_path: Path) -> None:
     rows = [
-        measure(name, "synthetic:400", repeats=1, index_repeats=1, top_k=10, ctx={})
-        for name in ("indexplug sqlite-fts5",)
+        measure(name, "synthetic:400", repeats=1, index_repeats=1, top_k=10, ctx={}, warmup=w)
+        for name, w in (("indexplug sqlite-fts5", 0), ("indexplug sqlite-fts5", 1))
     ]
+    assert rows[1]["warmup"] == 1 and rows[1]["latency_ms"]["p50"][0] > 0
     r = rows[0]
     assert r["passages"] == 400 and r["index_passages_per_s"][0] > 0
     assert r["latency_ms"]["p50"][0] > 0 and r["size_bytes"] > 0 and r["failures"] == {}
@@ -130,6 +131,9 @@ def test_merging_runs_keeps_the_latest_row_and_names_its_command(tmp_path: Path)
     assert "`run --only a`" in text and "`run --only a c`" in text
     assert "| a | 10 |" in text and "0.5..0.7" in text
     assert "steal" not in text.split("## Quality")[1]  # none measured: none shown
+    warmed = {**second, "quality": [{**row("a", 3.0), "warmup": 1}]}
+    render(merge([warmed]), md, tmp_path / "img")
+    assert "| 0.5..0.7, 1 warm-up pass |" in md.read_text()
     stolen = {**second, "quality": [{**row("a", 3.0), "steal_pct": 21.6}]}
     render(merge([stolen]), md, tmp_path / "img")
     assert "| 0.5..0.7, steal 22% |" in md.read_text()

@@ -188,6 +188,8 @@ def run(a: argparse.Namespace) -> None:
         "skipped": {},
     }
     extra = ["--elastic-url", ctx["elastic_url"]] if ctx.get("elastic_url") else []
+    if a.warmup:
+        extra += ["--warmup", str(a.warmup)]
     if a.embed_cache:
         # every worker (a subprocess) inherits it: see indexplug_bench.warm
         os.environ["INDEXPLUG_EMBED_CACHE"] = str(a.embed_cache)
@@ -314,6 +316,14 @@ def main() -> None:
         action="store_false",
         help="run each indexplug system and its raw library one after the other (default: "
         "alternating repeat by repeat, each repeat in a fresh process)",
+    )
+    r.add_argument(
+        "--warmup",
+        type=int,
+        default=0,
+        help="untimed passes over the queries before a worker's first timed one (steady-state "
+        "latency: with systems in turns every repeat is a fresh process, whose first pass "
+        "pays for every cache and a JVM's compilation)",
     )
     r.add_argument("--timeout", type=float, default=3600)
     r.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.json")

@@ -109,7 +109,11 @@ def _load(row: dict[str, Any]) -> str:
     la = row.get("load_avg")
     text = f"{la[0]:.1f}..{la[1]:.1f}" if la else "-"
     steal = row.get("steal_pct")
-    return f"{text}, steal {steal:.0f}%" if steal is not None and steal >= 1 else text
+    if steal is not None and steal >= 1:
+        text += f", steal {steal:.0f}%"
+    if row.get("warmup"):
+        text += f", {row['warmup']} warm-up pass{'es' if row['warmup'] > 1 else ''}"
+    return text
 
 
 def _mb(b: int | None) -> str:
