@@ -12,6 +12,20 @@ from indexplug_bench.report import merge, render
 from indexplug_bench.worker import measure
 
 
+def tiny_beir(ds: Path) -> Path:
+    """A BEIR folder of three passages and one query whose only relevant passage is d0."""
+    (ds / "qrels").mkdir(parents=True)
+    (ds / "corpus.jsonl").write_text(
+        "\n".join(
+            json.dumps({"_id": f"d{i}", "title": "", "text": t})
+            for i, t in enumerate(["cats purr softly", "dogs bark loudly", "birds sing at dawn"])
+        )
+    )
+    (ds / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "why do cats purr"}))
+    (ds / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td0\t1\n")
+    return ds
+
+
 def test_synthetic_corpus_is_deterministic_and_zipfian() -> None:
     a = next(synthetic.passages(200, seed=3, batch=200))
     b = next(synthetic.passages(200, seed=3, batch=200))
@@ -35,16 +49,7 @@ def test_worker_measures_the_framework_and_raw_libraries(tmp_path: Path) -> None
 
 
 def test_worker_subprocess_on_a_tiny_beir_set_and_report(tmp_path: Path) -> None:
-    ds = tmp_path / "tiny"
-    (ds / "qrels").mkdir(parents=True)
-    (ds / "corpus.jsonl").write_text(
-        "\n".join(
-            json.dumps({"_id": f"d{i}", "title": "", "text": t})
-            for i, t in enumerate(["cats purr softly", "dogs bark loudly", "birds sing at dawn"])
-        )
-    )
-    (ds / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "why do cats purr"}))
-    (ds / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td0\t1\n")
+    ds = tiny_beir(tmp_path / "tiny")
     results = {
         "machine": {"cores": 2, "memory_gib": 1, "platform": "x", "python": "3.11", "versions": {}},
         "command": "test",
@@ -240,16 +245,7 @@ def test_a_framework_system_and_its_raw_library_alternate_repeat_by_repeat(
     assert groups(chosen, interleave=False, embed_cache=False) == [[s] for s in chosen]
     assert groups([bm25s, raw], interleave=True, embed_cache=False) == [[bm25s], [raw]]
 
-    ds = tmp_path / "tiny"
-    (ds / "qrels").mkdir(parents=True)
-    (ds / "corpus.jsonl").write_text(
-        "\n".join(
-            json.dumps({"_id": f"d{i}", "title": "", "text": t})
-            for i, t in enumerate(["cats purr softly", "dogs bark loudly", "birds sing at dawn"])
-        )
-    )
-    (ds / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "why do cats purr"}))
-    (ds / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td0\t1\n")
+    ds = tiny_beir(tmp_path / "tiny")
     out = tmp_path / "pair.json"
     subprocess.run(
         [
