@@ -7,7 +7,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from indexplug import Passage, Source, passage_id, passages_from_text
-from indexplug.passages import passage_from_span, split_spans
+from indexplug.passages import (
+    MetadataValue,
+    passage_from_provenance,
+    passage_from_span,
+    provenance_json,
+    split_spans,
+)
 from pydantic import ValidationError
 
 texts = st.text(min_size=1, max_size=300).filter(lambda t: t.strip() != "")
@@ -143,3 +149,41 @@ def test_trusted_construction_builds_what_model_construct_builds() -> None:
 
     partial = construct(Defaults, {"a": 1})  # a field missing: model_construct fills it
     assert (partial.a, partial.b) == (1, 5) and partial.model_fields_set == {"a"}
+
+
+_scalars = st.one_of(
+    st.text(max_size=30),
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=False),
+    st.booleans(),
+)
+
+
+@given(
+    texts,
+    st.text(min_size=1, max_size=50),
+    st.integers(0, 10_000),
+    st.dictionaries(st.text(min_size=1, max_size=10), _scalars, max_size=4),
+    st.none() | st.just("ab" * 32),
+)
+def test_provenance_json_round_trips_every_field_exactly(
+    text: str, uri: str, start: int, metadata: dict[str, MetadataValue], doc_sha: str | None
+) -> None:
+    """The one layout elastic and chroma store: a passage comes back equal, every metadata
+    value with its type (1, 1.0 and True stay apart), and a cached parse is never shared."""
+    p = Passage.create(text, uri, start=start, metadata=metadata, document_sha256=doc_sha)
+    raw = provenance_json(p)
+    assert set(json.loads(raw)) <= {"source", "start", "end", "document_sha256", "metadata"}
+    back = passage_from_provenance(p.id, p.text, raw)
+    assert back == p and back.id == back.expected_id()
+    assert [type(v) for v in back.metadata.values()] == [type(v) for v in p.metadata.values()]
+    back.metadata["x-changed"] = 1
+    assert passage_from_provenance(p.id, p.text, raw) == p
+
+
+def test_a_passage_rebuilt_from_altered_provenance_shows_it() -> None:
+    """Rebuilding skips the id check on purpose: the guard must see the mismatch."""
+    p = Passage.create("the text", "file:///a.txt", metadata={"n": 1})
+    altered = provenance_json(p).replace('"end":8', '"end":9')
+    back = passage_from_provenance(p.id, p.text, altered)
+    assert back.end == 9 and back.id != back.expected_id()

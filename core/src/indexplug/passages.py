@@ -187,6 +187,57 @@ class Passage(BaseModel):
         return cls.model_validate(fields, context=_ID_COMPUTED)
 
 
+def provenance_json(p: Passage) -> str:
+    """Everything of a passage but its id and text, as one JSON object (keys as the passage's
+    fields: ``source``, ``start``, ``end``, ``document_sha256`` when set, ``metadata``).
+
+    For backends whose records hold an id, a text and opaque strings (an Elasticsearch
+    ``_source`` field, a Chroma metadata value): one string keeps every value's exact type and
+    digits (a bool stays a bool, ``1.0`` stays a float), and one layout for all of them means
+    one parser, :func:`passage_from_provenance`.
+    """
+    prov: dict[str, object] = {
+        "source": p.source.model_dump(mode="json", exclude_none=True),
+        "start": p.start,
+        "end": p.end,
+    }
+    if p.document_sha256:
+        prov["document_sha256"] = p.document_sha256
+    prov["metadata"] = p.metadata
+    return json.dumps(prov, ensure_ascii=False, separators=(",", ":"))
+
+
+@lru_cache(maxsize=8192)
+def _provenance(raw: str) -> tuple[Source, int, int, str | None, Mapping[str, MetadataValue]]:
+    """A provenance string, parsed and its source validated once per distinct string: the same
+    passages come back query after query, and this is most of what rebuilding a hit costs.
+    ``Source`` is frozen; the metadata is copied by :meth:`Passage.from_stored`."""
+    prov = json.loads(raw)
+    return (
+        Source.model_validate(prov["source"]),
+        int(prov["start"]),
+        int(prov["end"]),
+        prov.get("document_sha256"),
+        prov.get("metadata") or {},
+    )
+
+
+def passage_from_provenance(id: str, text: str, provenance: str) -> Passage:
+    """The passage stored as ``id``, ``text`` and :func:`provenance_json`, rebuilt *without*
+    the id check (:meth:`Passage.from_stored`: the guard compares id and content, so a record
+    altered behind the backend's back is reported, not served)."""
+    source, start, end, doc_sha, metadata = _provenance(provenance)
+    return Passage.from_stored(
+        id=id,
+        text=text,
+        source=source,
+        start=start,
+        end=end,
+        document_sha256=doc_sha,
+        metadata=metadata or None,
+    )
+
+
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 

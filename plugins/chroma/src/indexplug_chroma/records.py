@@ -6,15 +6,15 @@ A Chroma record is an id, a document, an embedding and a flat metadata map.  We 
 * document: the passage text;
 * metadata, in two namespaces that cannot collide:
 
-  - ``ip.prov``: the provenance and the passage's own metadata as one JSON object
-    (``{"source": {...}, "start": s, "end": e, "doc": sha, "meta": {...}}``).  JSON keeps every
-    value's exact type and digits (a bool stays a bool, ``1.0`` stays a float), so a hit is the
-    passage *exactly* as added.  One key, not one per field: Chroma keeps a record's metadata
-    (its document too) as one row per key, and reading them back is most of what a top-100 query
-    costs beyond the vector search (``bench/metadata_keys.py``, 5,183 SciFact-sized records,
-    median query at k=100: 4.4 ms with no metadata, 5.0 ms with one key, 6.0 ms with the four
-    keys used before); records written that way, ``ip.source``/``ip.start``/``ip.end``/
-    ``ip.doc``/``ip.meta``, are still read;
+  - ``ip.prov``: the provenance and the passage's own metadata as one JSON object, in core's
+    layout (:func:`indexplug.passages.provenance_json`, the one Elasticsearch's ``prov`` field
+    holds too).  JSON keeps every value's exact type and digits (a bool stays a bool, ``1.0``
+    stays a float), so a hit is the passage *exactly* as added.  One key, not one per field:
+    Chroma keeps a record's metadata (its document too) as one row per key, and reading them
+    back is most of what a top-100 query costs beyond the vector search
+    (``bench/metadata_keys.py``, 5,183 SciFact-sized records, median query at k=100: 4.4 ms with
+    no metadata, 5.0 ms with one key, 6.0 ms with the four keys used before); records written
+    that way, ``ip.source``/``ip.start``/``ip.end``/``ip.doc``/``ip.meta``, are still read;
   - ``m.<key>``: each metadata value again, as a native Chroma value, only so that Chroma can
     filter on it (``where={"m.topic": "animals"}``).
 
@@ -27,10 +27,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
-from indexplug.passages import MetadataValue, Passage, Source, source_from_json
+from indexplug.passages import (
+    MetadataValue,
+    Passage,
+    passage_from_provenance,
+    provenance_json,
+    source_from_json,
+)
 
 META_PREFIX = "m."
 PROV = "ip.prov"
@@ -44,32 +49,10 @@ META = "ip.meta"
 
 def to_metadata(p: Passage) -> dict[str, Any]:
     """The Chroma metadata map of a passage (see the module docstring)."""
-    prov: dict[str, Any] = {
-        "source": p.source.model_dump(mode="json", exclude_none=True),
-        "start": p.start,
-        "end": p.end,
-        "meta": p.metadata,
-    }
-    if p.document_sha256:
-        prov["doc"] = p.document_sha256
-    meta: dict[str, Any] = {PROV: json.dumps(prov, ensure_ascii=False, separators=(",", ":"))}
+    meta: dict[str, Any] = {PROV: provenance_json(p)}
     for key, value in p.metadata.items():
         meta[META_PREFIX + key] = value
     return meta
-
-
-@lru_cache(maxsize=8192)
-def _provenance(raw: str) -> tuple[Source, int, int, str | None, Mapping[str, MetadataValue]]:
-    """A stored ``ip.prov``, parsed (cached: the same passages come back query after query;
-    ``Source`` is frozen and ``Passage.from_stored`` copies the metadata)."""
-    prov = json.loads(raw)
-    return (
-        Source.model_validate(prov["source"]),
-        int(prov["start"]),
-        int(prov["end"]),
-        prov.get("doc"),
-        prov.get("meta") or {},
-    )
 
 
 def from_record(pid: str, document: str | None, metadata: Mapping[str, Any] | None) -> Passage:
@@ -77,16 +60,7 @@ def from_record(pid: str, document: str | None, metadata: Mapping[str, Any] | No
     meta = metadata or {}
     raw = meta.get(PROV)
     if raw is not None:
-        source, start, end, doc, own = _provenance(str(raw))
-        return Passage.from_stored(
-            id=pid,
-            text=document or "",
-            source=source,
-            start=start,
-            end=end,
-            document_sha256=doc,
-            metadata=own or None,
-        )
+        return passage_from_provenance(pid, document or "", str(raw))
     old = meta.get(META)
     return Passage.from_stored(
         id=pid,

@@ -10,12 +10,11 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import orjson
-from indexplug.passages import MetadataValue, Passage, Source
+from indexplug.passages import MetadataValue, Passage, passage_from_provenance, provenance_json
 
 from indexplug_elastic.analysis import EnglishAnalysis
 from indexplug_elastic.mapping import FILTERS, PROV, TERMS, TEXT, VECTOR
@@ -45,26 +44,13 @@ def filter_term(key: str, value: MetadataValue) -> str:
     return f"{key}\x00{typed}"
 
 
-def provenance(p: Passage) -> str:
-    """Everything but the text, as the JSON string stored in ``prov``."""
-    return orjson.dumps(
-        {
-            "source": p.source.model_dump(mode="json", exclude_none=True),
-            "start": p.start,
-            "end": p.end,
-            "document_sha256": p.document_sha256,
-            "metadata": p.metadata,
-        }
-    ).decode("utf-8")
-
-
 def document(
     p: Passage, *, analysis: EnglishAnalysis | None, vector: np.ndarray | None = None
 ) -> dict[str, Any]:
     """The ``_source`` sent for ``p`` (``terms`` only with client analysis)."""
     doc: dict[str, Any] = {
         TEXT: p.text,
-        PROV: provenance(p),
+        PROV: provenance_json(p),
         FILTERS: [filter_term(k, v) for k, v in p.metadata.items()],
     }
     if analysis is not None:
@@ -85,31 +71,7 @@ def dumps(obj: Any) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
-@lru_cache(maxsize=8192)
-def _provenance(raw: str) -> tuple[Source, int, int, str | None, Mapping[str, MetadataValue]]:
-    """Parse a stored ``prov`` string (cached: the same passages come back query after query,
-    and parsing and validating their source is most of the cost of turning a hit into a
-    passage).  ``Source`` is immutable, and the metadata is copied by ``Passage.from_stored``."""
-    prov = orjson.loads(raw)
-    return (
-        Source.model_validate(prov["source"]),
-        int(prov["start"]),
-        int(prov["end"]),
-        prov.get("document_sha256"),
-        prov.get("metadata") or {},
-    )
-
-
 def passage_from_source(doc_id: str, source: Mapping[str, Any]) -> Passage:
     """Rebuild the passage stored under ``doc_id`` without checking its id: the guard compares
     id and content, so a document altered behind our back is reported, not served."""
-    src, start, end, doc_sha, metadata = _provenance(source[PROV])
-    return Passage.from_stored(
-        id=doc_id,
-        text=source[TEXT],
-        source=src,
-        start=start,
-        end=end,
-        document_sha256=doc_sha,
-        metadata=metadata or None,
-    )
+    return passage_from_provenance(doc_id, source[TEXT], source[PROV])
