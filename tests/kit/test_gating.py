@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import FAST
-from indexplug import Capabilities, Guard
+from indexplug import Capabilities, Guard, NoMatch
 from indexplug.testing import CHECKS, CheckStatus, ReferenceBackend, Subject, check_ids, run_check
-from indexplug.testing.kit import BackendConformance, method_name
+from indexplug.testing.kit import MIXINS, BackendConformance, OutageConformance, method_name
 
 
 def _run(subject: Subject, check_id: str) -> tuple[CheckStatus, str | None]:
@@ -51,9 +51,19 @@ def test_check_ids_are_unique_and_stable() -> None:
         assert required in ids
 
 
-def test_every_check_is_a_test_method() -> None:
-    for check_id in check_ids():
-        assert callable(getattr(BackendConformance, method_name(check_id)))
+def test_every_check_is_a_test_method_of_the_base_or_of_its_capability_mixin() -> None:
+    for check in CHECKS:
+        name = method_name(check.id)
+        if check.outage_or_claim:
+            home: type = OutageConformance
+        elif check.claim:
+            home = MIXINS[check.claim]
+        else:
+            home = BackendConformance
+        assert callable(getattr(home, name)), check.id
+        # a capability's check is on its mixin only: a class without the mixin never runs it
+        assert (home is BackendConformance) == hasattr(BackendConformance, name), check.id
+    assert set(MIXINS) <= set(Capabilities.model_fields)
 
 
 def test_missing_hooks_are_untested_not_passed(tmp_path: Path) -> None:
@@ -80,12 +90,28 @@ def test_server_without_outage_hooks_is_untested() -> None:
     assert reason is not None and "claims server" in reason
 
 
-def test_no_match_does_not_apply_to_dense_backends() -> None:
-    backend = ReferenceBackend()
-    backend.capabilities = backend.capabilities.model_copy(update={"dense": True})
-    status, reason = _run(Subject(guard=Guard(backend), settings=FAST), "search.no_match")
-    assert status is CheckStatus.SKIPPED
-    assert reason is not None and reason.startswith("not applicable: ")
+class _DenseCountsNothing(ReferenceBackend):
+    """Claims dense, and says it searched nothing when nothing matched."""
+
+    def search(self, index, query, **kw):  # type: ignore[no-untyped-def]
+        out = super().search(index, query, **kw)
+        return (
+            NoMatch(index=index, backend=self.name, searched=0) if out.code == "NO_MATCH" else out
+        )
+
+
+def test_no_match_on_a_dense_backend_still_checks_what_it_searched() -> None:
+    """A dense backend may rank passages for a query sharing no word with them (SEARCHED), or
+    answer NO_MATCH; either way it must say it searched the whole index."""
+    for cls, want in ((ReferenceBackend, CheckStatus.PASSED), (_DenseCountsNothing, None)):
+        backend = cls()
+        backend.capabilities = backend.capabilities.model_copy(update={"dense": True})
+        status, reason = _run(Subject(guard=Guard(backend), settings=FAST), "search.no_match")
+        if want is not None:
+            assert (status, reason) == (want, None)
+        else:
+            assert status is CheckStatus.FAILED
+            assert reason is not None and "reported searched=0" in reason
 
 
 def test_a_backend_not_ready_fails_every_check_it_runs() -> None:

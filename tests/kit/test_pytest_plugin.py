@@ -1,5 +1,7 @@
-"""The pytest side: NOT_CLAIMED is a skip with its reason, failures carry the kit's reason,
-and ``--indexplug-card`` writes the same card the command prints."""
+"""The pytest side: a check of an unclaimed capability is not collected (its mixin is left
+out) yet shows NOT_CLAIMED on the card, a class must test exactly what its backend claims,
+failures carry the kit's reason, and ``--indexplug-card`` writes the same card the command
+prints."""
 
 from __future__ import annotations
 
@@ -10,7 +12,13 @@ import pytest
 _MODULE = """
 import pytest
 from indexplug import Guard
-from indexplug.testing import BackendConformance, KitSettings, ReferenceBackend
+from indexplug.testing import (
+    BackendConformance, ConcurrentWritersConformance, DeletionConformance, FiltersConformance,
+    KitSettings, OutageConformance, PersistenceConformance, ReferenceBackend,
+)
+
+IN_MEMORY = (DeletionConformance, FiltersConformance, ConcurrentWritersConformance,
+             OutageConformance)
 
 SMALL = KitSettings(scale_passages=200, scale_batch=100, threads=3, batches_per_thread=3,
                     huge_passage_chars=20_000)
@@ -25,7 +33,7 @@ class MislabelsEmpty(ReferenceBackend):
         return out
 
 
-class TestInMemory(BackendConformance):
+class TestInMemory(BackendConformance, *IN_MEMORY):
     conformance_settings = SMALL
 
     @pytest.fixture
@@ -35,7 +43,7 @@ class TestInMemory(BackendConformance):
         guard.close()
 
 
-class TestBroken(BackendConformance):
+class TestBroken(BackendConformance, *IN_MEMORY):
     conformance_settings = SMALL
 
     @pytest.fixture
@@ -43,6 +51,29 @@ class TestBroken(BackendConformance):
         backend = MislabelsEmpty()
         backend.name = "mislabels-empty"
         return Guard(backend)
+
+
+class TestForgetsAMixin(BackendConformance, DeletionConformance, ConcurrentWritersConformance,
+                        OutageConformance):
+    # its backend claims filters, but the filter check is not in the class
+    conformance_settings = SMALL
+
+    @pytest.fixture
+    def backend(self):
+        backend = ReferenceBackend()
+        backend.name = "forgets-a-mixin"
+        return backend
+
+
+class TestTestsAnUnclaimedCapability(BackendConformance, *IN_MEMORY, PersistenceConformance):
+    # in memory, so it does not claim persistence, which the class tests
+    conformance_settings = SMALL
+
+    @pytest.fixture
+    def backend(self):
+        backend = ReferenceBackend()
+        backend.name = "overreaches"
+        return backend
 """
 
 
@@ -52,9 +83,10 @@ def test_kit_through_pytest(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_inprocess(
         "-rs", "-p", "no:cacheprovider", f"--indexplug-card={cards}"
     )
-    # two classes x 25 checks: the broken one fails search.empty_index only
+    # four classes: the broken one fails search.empty_index; the other two fail the check
+    # that their mixins match their claims (and the unclaimed one fails the check it added)
     outcomes = result.parseoutcomes()
-    assert outcomes["failed"] == 1
+    assert outcomes["failed"] == 4 and "skipped" not in outcomes
     result.stdout.fnmatch_lines(
         [
             "*TestBroken.test_search_empty_index*",
@@ -62,14 +94,34 @@ def test_kit_through_pytest(pytester: pytest.Pytester) -> None:
             "instead of INDEX_EMPTY",
         ]
     )
-    result.stdout.re_match_lines([r".*SKIPPED .*not claimed: persistence.*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*TestForgetsAMixin.test_claims_are_tested*",
+            "forgets-a-mixin claims filters, but TestForgetsAMixin does not include "
+            "FiltersConformance, so its checks never run",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*TestTestsAnUnclaimedCapability.test_claims_are_tested*",
+            "TestTestsAnUnclaimedCapability includes PersistenceConformance, but overreaches "
+            "does not claim persistence: claim it or drop the mixin",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*TestTestsAnUnclaimedCapability.test_persistence_reopen*",
+            "[[]persistence.reopen[]] not claimed: persistence",
+        ]
+    )
+    assert "test_filters_equality" not in result.stdout.str().split("short test summary")[0]
     result.stdout.fnmatch_lines(["*indexplug conformance*", "mislabels-empty: * 1 failed*"])
 
     card = json.loads((cards / "reference.json").read_text())
     statuses = {c["id"]: c["status"] for c in card["checks"]}
     assert statuses["persistence.reopen"] == "NOT_CLAIMED"
     assert statuses["concurrency.processes"] == "NOT_CLAIMED"
-    assert statuses["search.hits"] == "PASSED"
+    assert statuses["search.hits"] == "PASSED" and statuses["availability.outage"] == "PASSED"
     assert card["summary"]["ok"] is True and card["summary"]["total"] == 25
     assert card["capabilities"]["filters"] is True
 
@@ -80,6 +132,11 @@ def test_kit_through_pytest(pytester: pytest.Pytester) -> None:
         "search on an index never written returned NO_MATCH instead of INDEX_EMPTY"
     )
     assert broken["summary"]["failed"] == 1
+
+    # the check of a capability claimed but left out is absent, not passed
+    forgot = json.loads((cards / "forgets-a-mixin.json").read_text())
+    assert "filters.equality" not in {c["id"] for c in forgot["checks"]}
+    assert forgot["summary"]["total"] == 24 and forgot["summary"]["passed"] == 22
 
 
 def test_marker_is_registered(pytester: pytest.Pytester) -> None:

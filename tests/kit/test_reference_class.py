@@ -8,11 +8,27 @@ from pathlib import Path
 import pytest
 from conftest import FAST
 from indexplug import Guard
-from indexplug.testing import BackendConformance, BackendFactory, ReferenceBackend
+from indexplug.testing import (
+    BackendConformance,
+    BackendFactory,
+    ConcurrentWritersConformance,
+    DeletionConformance,
+    FiltersConformance,
+    OutageConformance,
+    PersistenceConformance,
+    ReferenceBackend,
+)
 from indexplug.testing.reference import _factory
 
 
-class TestReferenceConformance(BackendConformance):
+class TestReferenceConformance(
+    BackendConformance,
+    DeletionConformance,
+    FiltersConformance,
+    PersistenceConformance,
+    ConcurrentWritersConformance,
+    OutageConformance,
+):
     """Persisted to ``tmp_path``: every check applies but the multi-process one."""
 
     conformance_settings = FAST
@@ -28,7 +44,13 @@ class TestReferenceConformance(BackendConformance):
         return BackendFactory(_factory, str(tmp_path))
 
 
-class TestInMemoryReferenceConformance(BackendConformance):
+class TestInMemoryReferenceConformance(
+    BackendConformance,
+    DeletionConformance,
+    FiltersConformance,
+    ConcurrentWritersConformance,
+    OutageConformance,
+):
     """In memory, given bare (unguarded): the kit wraps it; persistence is not claimed."""
 
     conformance_settings = FAST

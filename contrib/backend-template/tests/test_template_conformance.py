@@ -7,10 +7,21 @@ from pathlib import Path
 
 import pytest
 from indexplug import Guard
-from indexplug.testing import BackendConformance, BackendFactory
+from indexplug.testing import (
+    BackendConformance,
+    BackendFactory,
+    ConcurrentWritersConformance,
+    DeletionConformance,
+    PersistenceConformance,
+)
 
 
-class TestTemplateBackendConformance(BackendConformance):
+class TestTemplateBackendConformance(
+    BackendConformance,
+    DeletionConformance,
+    PersistenceConformance,
+    ConcurrentWritersConformance,
+):
     @pytest.fixture
     def backend_factory(self, tmp_path: Path) -> BackendFactory:
         return BackendFactory("template-backend", str(tmp_path))

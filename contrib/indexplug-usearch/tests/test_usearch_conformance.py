@@ -7,10 +7,23 @@ from pathlib import Path
 
 import pytest
 from indexplug import Guard
-from indexplug.testing import BackendConformance, BackendFactory
+from indexplug.testing import (
+    BackendConformance,
+    BackendFactory,
+    ConcurrentWritersConformance,
+    DeletionConformance,
+    FiltersConformance,
+    PersistenceConformance,
+)
 
 
-class TestUsearchConformance(BackendConformance):
+class TestUsearchConformance(
+    BackendConformance,
+    DeletionConformance,
+    FiltersConformance,
+    PersistenceConformance,
+    ConcurrentWritersConformance,
+):
     @pytest.fixture
     def backend_factory(self, tmp_path: Path) -> BackendFactory:
         return BackendFactory("usearch", str(tmp_path), {"embedder": "hashing:default"})

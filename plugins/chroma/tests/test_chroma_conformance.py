@@ -13,11 +13,25 @@ from pathlib import Path
 import pytest
 from chroma_helpers import FAST, server_options
 from indexplug import Guard
-from indexplug.testing import BackendConformance, BackendFactory
+from indexplug.testing import (
+    BackendConformance,
+    BackendFactory,
+    ConcurrentWritersConformance,
+    DeletionConformance,
+    FiltersConformance,
+    OutageConformance,
+    PersistenceConformance,
+)
 from indexplug_chroma.testing import ChromaServer
 
 
-class TestChromaEmbeddedConformance(BackendConformance):
+class TestChromaEmbeddedConformance(
+    BackendConformance,
+    DeletionConformance,
+    FiltersConformance,
+    PersistenceConformance,
+    ConcurrentWritersConformance,
+):
     @pytest.fixture
     def backend_factory(self, tmp_path: Path) -> BackendFactory:
         return BackendFactory("chroma", str(tmp_path / "chroma"), {"embedder": FAST})
@@ -29,7 +43,14 @@ class TestChromaEmbeddedConformance(BackendConformance):
         guard.close()
 
 
-class TestChromaServerConformance(BackendConformance):
+class TestChromaServerConformance(
+    BackendConformance,
+    DeletionConformance,
+    FiltersConformance,
+    PersistenceConformance,
+    ConcurrentWritersConformance,
+    OutageConformance,
+):
     @pytest.fixture
     def backend_factory(self, server_up: ChromaServer, tmp_path: Path) -> BackendFactory:
         return BackendFactory("chroma", str(tmp_path / "chroma"), server_options(server_up))

@@ -7,13 +7,26 @@ from pathlib import Path
 
 import pytest
 from indexplug import Guard, get_registry
-from indexplug.testing import BackendConformance, BackendFactory
+from indexplug.testing import (
+    BackendConformance,
+    BackendFactory,
+    ConcurrentWritersConformance,
+    DeletionConformance,
+    MultiprocessWritersConformance,
+    PersistenceConformance,
+)
 from indexplug_colbert import ColbertBackend
 
 OPTIONS = {"engine": "native", "embedder": "hashing:default"}
 
 
-class TestColbertNativeConformance(BackendConformance):
+class TestColbertNativeConformance(
+    BackendConformance,
+    DeletionConformance,
+    PersistenceConformance,
+    ConcurrentWritersConformance,
+    MultiprocessWritersConformance,
+):
     @pytest.fixture
     def backend(self, tmp_path: Path) -> Iterator[Guard]:
         guard = Guard(ColbertBackend(tmp_path / "home", OPTIONS, get_registry().embedder))

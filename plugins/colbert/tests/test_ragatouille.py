@@ -27,7 +27,15 @@ from indexplug.outcomes import (
     Removed,
     Searched,
 )
-from indexplug.testing import BackendConformance, BackendFactory, KitSettings
+from indexplug.testing import (
+    BackendConformance,
+    BackendFactory,
+    ConcurrentWritersConformance,
+    DeletionConformance,
+    KitSettings,
+    MultiprocessWritersConformance,
+    PersistenceConformance,
+)
 from indexplug_colbert import ColbertBackend, Explanation
 from indexplug_colbert.engines import ragatouille as rag_engine
 from indexplug_colbert.engines.base import EngineNotInstalled
@@ -122,7 +130,13 @@ def test_unknown_engine_settings_are_refused(tmp_path: Path) -> None:
 # with the libraries
 
 
-class TestColbertRagatouilleConformance(BackendConformance):
+class TestColbertRagatouilleConformance(
+    BackendConformance,
+    DeletionConformance,
+    PersistenceConformance,
+    ConcurrentWritersConformance,
+    MultiprocessWritersConformance,
+):
     """The kit, sized for an engine whose every add below 5,000 passages is a full PLAID build
     (RAGatouille's rule): fewer concurrent batches and a smaller scale check than the defaults,
     the same rules."""

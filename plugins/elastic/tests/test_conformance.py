@@ -14,12 +14,29 @@ from pathlib import Path
 import pytest
 from indexplug import Guard
 from indexplug.plugins import get_registry
-from indexplug.testing import BackendConformance, BackendFactory
+from indexplug.testing import (
+    BackendConformance,
+    BackendFactory,
+    ConcurrentWritersConformance,
+    DeletionConformance,
+    FiltersConformance,
+    MultiprocessWritersConformance,
+    OutageConformance,
+    PersistenceConformance,
+)
 from indexplug_elastic.backend import ElasticBackend
 from indexplug_elastic.testing.server import EsCluster
 
 
-class _ElasticConformance(BackendConformance):
+class _ElasticConformance(
+    BackendConformance,
+    DeletionConformance,
+    FiltersConformance,
+    PersistenceConformance,
+    ConcurrentWritersConformance,
+    MultiprocessWritersConformance,
+    OutageConformance,
+):
     """Shared by both topologies; a subclass says which cluster (``cluster`` fixture)."""
 
     @pytest.fixture

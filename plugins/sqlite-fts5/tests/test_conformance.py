@@ -12,11 +12,26 @@ from pathlib import Path
 
 import pytest
 from indexplug import Guard
-from indexplug.testing import BackendConformance, BackendFactory
+from indexplug.testing import (
+    BackendConformance,
+    BackendFactory,
+    ConcurrentWritersConformance,
+    DeletionConformance,
+    FiltersConformance,
+    MultiprocessWritersConformance,
+    PersistenceConformance,
+)
 from indexplug_sqlite_fts5 import SqliteFts5Backend
 
 
-class TestSqliteFts5Conformance(BackendConformance):
+class TestSqliteFts5Conformance(
+    BackendConformance,
+    DeletionConformance,
+    FiltersConformance,
+    PersistenceConformance,
+    ConcurrentWritersConformance,
+    MultiprocessWritersConformance,
+):
     @pytest.fixture
     def backend(self, tmp_path: Path) -> Iterator[Guard]:
         guard = Guard(SqliteFts5Backend(tmp_path))

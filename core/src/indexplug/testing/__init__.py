@@ -1,7 +1,8 @@
 """The backend conformance kit: one list of checks, run by pytest or as a report card.
 
 * :class:`BackendConformance`: the pytest base class an author subclasses (needs pytest, the
-  ``indexplug[testing]`` extra);
+  ``indexplug[testing]`` extra), with a mixin per claimed capability
+  (:class:`FiltersConformance`, :class:`PersistenceConformance`, ...);
 * :func:`run_card` / :func:`conformance_command`: run the checks against an installed backend
   and print or return a :class:`ReportCard` (``indexplug conformance BACKEND``);
 * :class:`BackendFactory`: opens another instance of a backend on the same storage
@@ -40,7 +41,15 @@ if TYPE_CHECKING:
         check_ids,
         run_check,
     )
-    from indexplug.testing.kit import BackendConformance
+    from indexplug.testing.kit import (
+        BackendConformance,
+        ConcurrentWritersConformance,
+        DeletionConformance,
+        FiltersConformance,
+        MultiprocessWritersConformance,
+        OutageConformance,
+        PersistenceConformance,
+    )
     from indexplug.testing.reference import ReferenceBackend
 
 _WHERE = {
@@ -60,6 +69,12 @@ _WHERE = {
     "check_ids": "checks",
     "run_check": "checks",
     "BackendConformance": "kit",
+    "ConcurrentWritersConformance": "kit",
+    "DeletionConformance": "kit",
+    "FiltersConformance": "kit",
+    "MultiprocessWritersConformance": "kit",
+    "OutageConformance": "kit",
+    "PersistenceConformance": "kit",
     "ReferenceBackend": "reference",
 }
 
@@ -71,7 +86,13 @@ __all__ = [
     "CheckFailed",
     "CheckResult",
     "CheckStatus",
+    "ConcurrentWritersConformance",
+    "DeletionConformance",
+    "FiltersConformance",
     "KitSettings",
+    "MultiprocessWritersConformance",
+    "OutageConformance",
+    "PersistenceConformance",
     "ReferenceBackend",
     "ReportCard",
     "Subject",

@@ -1,14 +1,20 @@
-"""The pytest base class of the conformance kit.
+"""The pytest classes of the conformance kit: one base class, one mixin per capability.
 
-A backend author subclasses :class:`BackendConformance` in a test module and provides a
-``backend`` fixture; every check in :data:`~indexplug.testing.checks.CHECKS` becomes a test
-method of the subclass (``test_search_no_match`` for ``search.no_match``)::
+A backend author subclasses :class:`BackendConformance` in a test module, adds the mixin of
+every capability the backend claims, and provides a ``backend`` fixture.  Each check in
+:data:`~indexplug.testing.checks.CHECKS` becomes a test method (``test_search_no_match`` for
+``search.no_match``): the checks every backend must pass live on the base class, each
+capability's checks on its mixin, a plain class listed after the base (as Haystack's
+document-store tests compose ``FilterDocumentsTest`` and friends)::
 
     import pytest
     from indexplug import Guard
-    from indexplug.testing import BackendConformance, BackendFactory
+    from indexplug.testing import (
+        BackendConformance, BackendFactory, FiltersConformance, PersistenceConformance,
+    )
 
-    class TestMyBackendConformance(BackendConformance):
+    class TestMyBackendConformance(BackendConformance, FiltersConformance,
+                                   PersistenceConformance):
         @pytest.fixture
         def backend(self, tmp_path):
             guard = Guard(MyBackend(tmp_path))
@@ -16,12 +22,16 @@ method of the subclass (``test_search_no_match`` for ``search.no_match``)::
             guard.close()
 
         @pytest.fixture
-        def backend_factory(self, tmp_path):          # optional: reopen and processes
+        def backend_factory(self, tmp_path):          # reopening (and other processes)
             return BackendFactory("my-backend", str(tmp_path))
 
-A check of a capability the backend does not declare is *skipped* with the reason
-``not claimed: <capability>`` (never passed); one that needs a hook nobody gave is skipped
-with ``untested: ...``; a broken rule fails with the reason the report card would show.
+Why mixins and not skips: a check that cannot apply is not collected at all, so a run has no
+skipped tests that prove nothing, and the class says what it tests.  The two are kept honest by
+``test_claims_are_tested``: a backend that claims a capability whose mixin the class leaves out
+fails it (its checks would never run), and so does a class with the mixin of a capability the
+backend does not claim.  Every check that runs must pass: one that lacks a hook it needs (a
+``tamper`` hook, a way to reopen) fails with what to provide.  The report card
+(``--indexplug-card``) still lists the checks of unclaimed capabilities, as ``NOT_CLAIMED``.
 """
 
 from __future__ import annotations
@@ -32,9 +42,20 @@ from typing import Any, ClassVar
 import pytest
 
 from indexplug.guard import Guard
+from indexplug.protocols import Capabilities
 from indexplug.testing.checks import CHECKS, Check, CheckStatus, KitSettings, Subject, run_check
 
-__all__ = ["BackendConformance", "method_name"]
+__all__ = [
+    "MIXINS",
+    "BackendConformance",
+    "ConcurrentWritersConformance",
+    "DeletionConformance",
+    "FiltersConformance",
+    "MultiprocessWritersConformance",
+    "OutageConformance",
+    "PersistenceConformance",
+    "method_name",
+]
 
 
 def method_name(check_id: str) -> str:
@@ -43,7 +64,8 @@ def method_name(check_id: str) -> str:
 
 
 class BackendConformance:
-    """Subclass it (with a ``Test`` name) and provide the ``backend`` fixture.
+    """Subclass it (with a ``Test`` name), with the mixin of each capability the backend
+    claims, and provide the ``backend`` fixture.
 
     Fixtures an author may override, all optional but ``backend``:
 
@@ -127,22 +149,101 @@ class BackendConformance:
             if guard is not backend:
                 guard.close()
 
+    def test_claims_are_tested(self, backend: Any) -> None:
+        """The class includes the mixin of every capability the backend claims, and of no
+        other (but the outage mixin, which may test an unclaimed backend)."""
+        raw = backend.backend if isinstance(backend, Guard) else backend
+        name = getattr(raw, "name", type(raw).__name__)
+        caps = getattr(raw, "capabilities", None)
+        if not isinstance(caps, Capabilities):
+            pytest.fail(f"{name} declares no Capabilities", pytrace=False)
+        problems = []
+        for capability, mixin in MIXINS.items():
+            claimed = getattr(caps, capability) is True
+            included = isinstance(self, mixin)
+            if claimed and not included:
+                problems.append(
+                    f"{name} claims {capability}, but {type(self).__name__} does not include "
+                    f"{mixin.__name__}, so its checks never run"
+                )
+            elif included and not claimed and capability not in _OPTIONAL:
+                problems.append(
+                    f"{type(self).__name__} includes {mixin.__name__}, but {name} does not "
+                    f"claim {capability}: claim it or drop the mixin"
+                )
+        if problems:
+            pytest.fail("; ".join(problems), pytrace=False)
 
-def _make_test(check: Check) -> Callable[..., None]:
+
+def _make_test(check: Check, home: type) -> Callable[..., None]:
     def test(self: BackendConformance, conformance_subject: Subject) -> None:
         result = run_check(check, conformance_subject)
-        if result.status is CheckStatus.FAILED:
+        if result.status is not CheckStatus.PASSED:
+            # NOT_CLAIMED here means a mixin the backend does not claim; SKIPPED, a hook the
+            # check needs was not given.  Either way the check proved nothing: a failure.
             pytest.fail(f"[{check.id}] {result.reason}", pytrace=False)
-        if result.status in (CheckStatus.NOT_CLAIMED, CheckStatus.SKIPPED):
-            pytest.skip(result.reason or "")
 
     test.__name__ = method_name(check.id)
-    test.__qualname__ = f"BackendConformance.{test.__name__}"
+    test.__qualname__ = f"{home.__name__}.{test.__name__}"
     test.__doc__ = f"{check.id}: {check.title}"
     marked: Callable[..., None] = pytest.mark.indexplug_check(check.id)(test)
     return marked
 
 
+class DeletionConformance:
+    """Mixin: checks of ``Capabilities.deletion``: removal is reported, and a removed passage never
+    comes back."""
+
+
+class FiltersConformance:
+    """Mixin: checks of ``Capabilities.filters``: metadata equality filters, typed."""
+
+
+class PersistenceConformance:
+    """Mixin: checks of ``Capabilities.persistence``: everything survives closing and reopening.
+    Needs ``reopen_backend`` or ``backend_factory``."""
+
+
+class ConcurrentWritersConformance:
+    """Mixin: checks of ``Capabilities.concurrent_writers``: threads adding at once lose nothing."""
+
+
+class MultiprocessWritersConformance:
+    """Mixin: checks of ``Capabilities.multiprocess_writers``: processes adding at once lose
+    nothing.  Needs ``backend_factory`` (picklable: each process opens its own instance)."""
+
+
+class OutageConformance:
+    """Mixin: the outage check: while the server is away every op answers ``INDEX_UNAVAILABLE``, and
+    the backend recovers when it returns.  Required when the backend claims
+    ``Capabilities.server``; allowed without the claim for a backend that can be made
+    unavailable some other way.  Needs ``make_backend_unavailable`` and ``restore_backend``
+    (or the backend's own ``make_unavailable`` / ``restore``)."""
+
+
+MIXINS: dict[str, type] = {
+    "deletion": DeletionConformance,
+    "filters": FiltersConformance,
+    "persistence": PersistenceConformance,
+    "concurrent_writers": ConcurrentWritersConformance,
+    "multiprocess_writers": MultiprocessWritersConformance,
+    "server": OutageConformance,
+}
+"""The mixin that holds the checks of each capability."""
+
+_OPTIONAL = {"server"}
+"""Capabilities whose mixin a class may include without the claim (see each mixin)."""
+
+
+def _home(check: Check) -> type:
+    """The class a check's test method lives on."""
+    if check.outage_or_claim:
+        return OutageConformance
+    if check.claim is None:
+        return BackendConformance
+    return MIXINS[check.claim]
+
+
 for _c in CHECKS:
-    setattr(BackendConformance, method_name(_c.id), _make_test(_c))
+    setattr(_home(_c), method_name(_c.id), _make_test(_c, _home(_c)))
 del _c
