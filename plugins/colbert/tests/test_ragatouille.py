@@ -276,38 +276,6 @@ def test_tiny_collections_index(rmake: Callable[..., Slow]) -> None:
 
 
 @real
-@pytest.mark.xfail(
-    reason="colbert-ai 0.2.22 IndexUpdater append on CPU: appended passages are not found "
-    "(so the engine keeps APPEND off and rebuilds on every add)",
-    strict=False,
-)
-def test_incremental_add_appends_without_rebuilding(
-    rmake: Callable[..., Slow], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Above RAGatouille's rebuild threshold an add appends with ColBERT's IndexUpdater (the
-    centroids stay).  The threshold (5,000 passages) is lowered here to keep the test short."""
-    from ragatouille.models.index import PLAIDModelIndex
-
-    g = rmake()
-    base = corpus(40, "base", words=16)
-    g.add("docs", base)
-    before = g.status("docs").details  # type: ignore[union-attr]
-    monkeypatch.setattr(PLAIDModelIndex, "_should_rebuild", staticmethod(lambda a, b: False))
-    monkeypatch.setattr(rag_engine, "APPEND", True)
-    new = _kit_like(3)
-    assert isinstance(g.add("docs", new), Indexed)
-    after = g.status("docs").details  # type: ignore[union-attr]
-    assert after["centroids"] == before["centroids"] and after["pids"] == before["pids"] + 3
-    assert after["generation"] == before["generation"] + 1
-    other = rmake(g.backend.home)
-    for guard in (g, other):
-        found = guard.search("docs", "Danube Black Sea", top_k=3)
-        assert isinstance(found, Searched)
-        assert new[2].id in [h.passage.id for h in found.hits]
-        assert guard.status("docs").passages == 43  # type: ignore[union-attr]
-
-
-@real
 def test_rerank_and_explain(rmake: Callable[..., Slow]) -> None:
     g = rmake()
     ps = _kit_like(12)

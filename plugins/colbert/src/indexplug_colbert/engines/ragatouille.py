@@ -12,16 +12,19 @@ Layout of ``<index>/ragatouille/``::
     g000007/passages.jsonl          every passage of that build, exactly as added (pid order)
     g000007/colbert/indexes/plaid/  RAGatouille's PLAID index (RAGatouille's own layout)
 
-Writes are copy-on-write: a write builds (or copies and extends) a new generation folder, and
+Writes are copy-on-write: a write builds a new generation folder, and
 becomes visible when ``state.json`` is atomically replaced; an abort, a refused budget or a crash
 leaves the previous generation serving.  The generation before the current one is kept (a reader
 in another process may be loading it); older ones are swept by the next commit.
 
 * **add**: RAGatouille rebuilds the whole PLAID index (new k-means) when the index would hold
   fewer than 5,000 passages or the batch is more than 5% of it (its own ``_should_rebuild``); this
-  engine rebuilds on every add: RAGatouille's append path above that threshold (ColBERT's
-  ``IndexUpdater``) is broken in these versions on CPU (see :data:`APPEND`).  A rebuild also
-  drops removed passages.
+  engine rebuilds on every add.  RAGatouille's append path above that threshold (ColBERT's
+  ``IndexUpdater``) is broken in colbert-ai 0.2.22 on CPU: appending fails an assertion on the
+  zero padding at the end of ``ivf.pid.pt``, and with that patched the appended passages were
+  still not found by a search (tried in an earlier version of this engine, which kept the path
+  behind a switch; removed, as a rebuild is always correct).  A rebuild also drops removed
+  passages.
 * **remove**: a tombstone list in ``state.json`` (no PLAID write).  RAGatouille's own
   ``delete_from_index`` is not used: in 0.0.9.post2 it desynchronises ``collection.json`` from
   ColBERT's pids (wrong texts, ``IndexError`` in search, wrong ids after a later add), and
@@ -95,13 +98,6 @@ PAD_TEXTS = (
     "weather and cooking, so that tiny indexes still have enough tokens for k-means.",
 )
 INSTALL = "indexplug-colbert[ragatouille]"
-
-APPEND = False
-"""Append with ColBERT's ``IndexUpdater`` above RAGatouille's rebuild threshold.  Off: in
-colbert-ai 0.2.22 on CPU, appending to a fresh index fails an assertion (ivf padding; patched
-below), and with that patched the appended passages were still not found by a search (seen in
-``test_incremental_add_appends_without_rebuilding``).  So every add rebuilds, which is always
-correct."""
 
 _LOCK = threading.RLock()
 """Serialises every call into RAGatouille/ColBERT in this process (see the module docstring)."""
@@ -201,7 +197,6 @@ def _libs() -> _Libs:
                 f"install {INSTALL}"
             )
             raise EngineNotInstalled(_LIBS_ERROR) from exc
-        _patch_colbert()
         _LIBS = _Libs(RAGPretrainedModel, Run, RunConfig, torch)
         return _LIBS
 
@@ -225,44 +220,6 @@ def _extensions_dir() -> None:
     os.environ["TORCH_EXTENSIONS_DIR"] = str(
         cache_root().parent / "torch_extensions" / f"{py}-{key}"
     )
-
-
-def _patch_colbert() -> None:
-    """colbert-ai 0.2.22's ``IndexUpdater`` (RAGatouille's ``add_to_index`` above its rebuild
-    threshold) mishandles the zero padding at the end of ``ivf.pid.pt``: appending fails an
-    assertion, removing counts the padding as pid 0 (``IndexError``).  Both scan only the real
-    entries here (this engine never removes through ColBERT; the fix is there for other users of
-    the class in the process)."""
-    try:
-        import torch
-        from colbert.index_updater import IndexUpdater
-        from colbert.search.strided_tensor import StridedTensor
-    except Exception:
-        return
-
-    def _remove_pid_from_ivf(self: Any, pids: Any) -> None:
-        total = int(self.curr_ivf_lengths.sum())
-        ivf, pad = self.curr_ivf[:total], self.curr_ivf[total:]
-        mask = torch.isin(ivf, torch.tensor(sorted(set(pids)), dtype=ivf.dtype))
-        ends = torch.cumsum(self.curr_ivf_lengths, 0)
-        removed = torch.bincount(
-            torch.bucketize(mask.nonzero().flatten(), ends, right=True), minlength=len(ends)
-        )
-        new_ivf, new_len = torch.cat([ivf[~mask], pad]), self.curr_ivf_lengths - removed
-        self.searcher.ranker.ivf = StridedTensor(new_ivf, new_len, use_gpu=False)
-        self.curr_ivf, self.curr_ivf_lengths = new_ivf, new_len
-
-    original_add = IndexUpdater._add_pid_to_ivf
-
-    def _add_pid_to_ivf(self: Any, partitions: Any, pid: Any, old_ivf: Any, lengths: Any) -> Any:
-        # The same padding breaks appends (``assert ivf_runner == len(old_ivf)``): drop it; the
-        # result is re-wrapped in a StridedTensor, which pads again.
-        return original_add(self, partitions, pid, old_ivf[: int(sum(lengths))], lengths)
-
-    if not getattr(IndexUpdater, "_indexplug_patched", False):
-        IndexUpdater._remove_pid_from_ivf = _remove_pid_from_ivf
-        IndexUpdater._add_pid_to_ivf = _add_pid_to_ivf
-        IndexUpdater._indexplug_patched = True
 
 
 @contextmanager
@@ -749,20 +706,8 @@ class RagatouilleIndex:
         if not new:
             return [], _Pending(self, state, None)
         check_deadline(deadline, "indexing")
-        from ragatouille.models.index import PLAIDModelIndex
-
-        n_pids = len(state.pids)
-        incremental = (
-            APPEND
-            and state.folder is not None
-            and not (seen & state.removed)
-            and not PLAIDModelIndex._should_rebuild(n_pids, len(new))
-        )
-        if incremental:
-            staged = self._extend(loaded, new)
-        else:
-            keep = [(i, loaded.records[i]) for i in state.live]
-            staged = self._build(state.generation + 1, keep + new)
+        keep = [(i, loaded.records[i]) for i in state.live]
+        staged = self._build(state.generation + 1, keep + new)
         return [i for i, _ in new], staged
 
     def _new_folder(self, generation: int) -> tuple[str, Path]:
@@ -802,34 +747,6 @@ class RagatouilleIndex:
                 raise RuntimeError(f"RAGatouille wrote the index to {path}, not under {folder}")
             pids = self._pid_order(self._plaid(name), len(ids))
             return _Pending(self, _State(generation=generation, folder=name, pids=pids), folder)
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
-
-    def _extend(self, loaded: _Loaded, new: list[tuple[str, bytes]]) -> _Pending:
-        """A copy of the current generation with ``new`` appended by ColBERT's IndexUpdater."""
-        state = loaded.state
-        assert state.folder is not None
-        name, folder = self._new_folder(state.generation + 1)
-        try:
-            shutil.copytree(self.root / state.folder, folder)
-            with open(folder / PASSAGES, "ab") as fh:
-                fh.write(b"".join(raw + b"\n" for _, raw in new))
-            plaid = self._plaid(name)
-            with self._colbert(folder) as libs:
-                rag = _settle_model(libs.RAGPretrainedModel.from_index(str(plaid), verbose=0))
-                rag.add_to_index(
-                    [json.loads(raw)["text"] for _, raw in new],
-                    new_document_ids=[i for i, _ in new],
-                    split_documents=False,
-                    bsize=self.settings.index_bsize,
-                )
-                del rag
-            pids = self._pid_order(plaid, len(state.pids) + len(new))
-            staged = _State(
-                generation=state.generation + 1, folder=name, pids=pids, removed=state.removed
-            )
-            return _Pending(self, staged, folder)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
