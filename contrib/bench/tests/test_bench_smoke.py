@@ -294,3 +294,18 @@ def test_a_one_batch_runner_adds_the_whole_corpus_at_finish(tmp_path: Path) -> N
     assert r.guard.status(r.index_name).passages == 2  # type: ignore[union-attr]
     assert r.search("cats", 10) == ["d1"]
     r.close()
+
+
+def test_a_fusion_runner_feeds_every_leg_and_fuses_their_rankings(tmp_path: Path) -> None:
+    from indexplug_bench.systems import FusionRunner
+
+    r = FusionRunner(tmp_path / "f", [("sqlite-fts5", {}), ("sqlite-fts5", {})])
+    r.index([("d1", "cats purr softly"), ("d2", "dogs bark loudly")])
+    r.finish()
+    for leg in r.legs:
+        assert leg.guard.status(leg.index_name).passages == 2  # type: ignore[union-attr]
+    assert r.search("cats purr", 10) == ["d1"]
+    assert r.search("zebra", 10) == [] and r.failures == {}
+    sizes = [leg.size_bytes() for leg in r.legs]
+    assert r.size_bytes() == sum(s for s in sizes if s is not None) > 0
+    r.close()

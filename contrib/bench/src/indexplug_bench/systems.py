@@ -100,6 +100,54 @@ class IndexplugRunner:
         self.guard.close()
 
 
+class FusionRunner:
+    """An ad hoc fusion (:func:`indexplug.fusion.fuse_targets`, reciprocal rank fusion, k=60)
+    of indexplug backends, each leg an :class:`IndexplugRunner` of its own: what
+    ``indexplug search --index a --index b`` and a configured ``kind = "fusion"`` index do.
+    Indexing feeds every leg (its figure is the legs' together); the size is theirs summed."""
+
+    def __init__(self, home: Path, legs: list[tuple[str, dict[str, Any]]]) -> None:
+        from indexplug.cli.resolve import Target
+        from indexplug.fusion import fuse_targets
+
+        self.home = home
+        self.legs = [IndexplugRunner(home / f"leg{i}", b, o) for i, (b, o) in enumerate(legs)]
+        self.fused = fuse_targets(
+            [
+                Target(index=r.index_name, backend_name=b, guard=r.guard)
+                for r, (b, _) in zip(self.legs, legs, strict=True)
+            ]
+        )
+        self.failures: dict[str, int] = {}
+
+    def index(self, docs: list[tuple[str, str]]) -> None:
+        for leg in self.legs:
+            leg.index(docs)
+
+    def finish(self) -> None:
+        for leg in self.legs:
+            leg.finish()
+
+    def search(self, query: str, k: int) -> list[str]:
+        out = self.fused.search(query, top_k=k, deadline_s=60)
+        if out.code == "SEARCHED":
+            if getattr(out, "degraded", None):
+                self.failures["DEGRADED"] = self.failures.get("DEGRADED", 0) + 1
+            return [h.passage.source.uri.rsplit("/", 1)[-1] for h in out.hits]
+        if out.code != "NO_MATCH":
+            self.failures[out.code] = self.failures.get(out.code, 0) + 1
+        return []
+
+    def size_bytes(self) -> int | None:
+        sizes = [leg.size_bytes() for leg in self.legs]
+        return sum(s for s in sizes if s is not None)
+
+    def close(self) -> None:
+        self.fused.guard.close()
+        for leg in self.legs:
+            leg.close()
+
+
 # -- raw libraries ---------------------------------------------------------------------------
 _WORD = re.compile(r"[^\W_]+")
 
@@ -526,6 +574,12 @@ SYSTEMS: list[System] = [
         "indexplug",
         _ip("colbert", one_batch=True, engine="ragatouille", checkpoint="minilm"),
         ("backend:colbert", "ragatouille"),
+    ),
+    System(
+        "indexplug fusion (sqlite-fts5 + chroma MiniLM, RRF)",
+        "indexplug",
+        lambda h, c: FusionRunner(h, [("sqlite-fts5", {}), ("chroma", {"embedder": MINILM})]),
+        ("backend:sqlite-fts5", "backend:chroma", f"embedder:{MINILM}"),
     ),
     System(
         "indexplug usearch (contrib, MiniLM)",
