@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from indexplug_bench import synthetic
 from indexplug_bench.report import merge, render
@@ -309,3 +310,17 @@ def test_a_fusion_runner_feeds_every_leg_and_fuses_their_rankings(tmp_path: Path
     sizes = [leg.size_bytes() for leg in r.legs]
     assert r.size_bytes() == sum(s for s in sizes if s is not None) > 0
     r.close()
+
+
+def test_bounded_memory_is_judged_from_the_two_largest_corpora() -> None:
+    from indexplug_bench.report import _memory_verdict
+
+    def rows(*pairs: tuple[int, float]) -> list[dict[str, Any]]:
+        return [{"passages": n, "peak_rss_mb": mb} for n, mb in pairs]
+
+    flat = _memory_verdict(rows((10_000, 142), (100_000, 252), (1_000_000, 256)))
+    assert flat[3] == "met" and "1.02x for 10x the passages" in flat[2]
+    growing = _memory_verdict(rows((100_000, 252), (1_000_000, 900)))
+    assert growing[3] == "not met"
+    close = _memory_verdict(rows((100_000, 252), (200_000, 260)))
+    assert close[3].startswith("not judged")
