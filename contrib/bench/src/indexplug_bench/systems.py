@@ -108,7 +108,7 @@ class FusionRunner:
 
     def __init__(self, home: Path, legs: list[tuple[str, dict[str, Any]]]) -> None:
         from indexplug.cli.resolve import Target
-        from indexplug.fusion import fuse_targets
+        from indexplug.fusion import LEG_DEPTH, fuse_targets
 
         self.home = home
         self.legs = [IndexplugRunner(home / f"leg{i}", b, o) for i, (b, o) in enumerate(legs)]
@@ -119,6 +119,7 @@ class FusionRunner:
             ]
         )
         self.failures: dict[str, int] = {}
+        self.note = f"indexing fills every leg; each leg's top {LEG_DEPTH} fused"
 
     def index(self, docs: list[tuple[str, str]]) -> None:
         for leg in self.legs:
