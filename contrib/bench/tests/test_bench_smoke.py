@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from indexplug_bench import synthetic
 from indexplug_bench.report import merge, render
 from indexplug_bench.worker import measure
@@ -324,3 +325,24 @@ def test_bounded_memory_is_judged_from_the_two_largest_corpora() -> None:
     assert growing[3] == "not met"
     close = _memory_verdict(rows((100_000, 252), (200_000, 260)))
     assert close[3].startswith("not judged")
+
+
+def test_a_worker_stopped_at_its_timeout_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker is killed (SIGKILL) at its timeout; its folder is the parent's to remove."""
+    import tempfile
+
+    from indexplug_bench.__main__ import _worker
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    big = "synthetic:1000000"  # far more than a fraction of a second's work
+    assert _worker(["indexplug sqlite-fts5", big, "--repeats", "1"], timeout=3) == (
+        "stopped after 3 s"
+    )
+    ds = tiny_beir(tmp_path / "tiny")
+    done = _worker(["indexplug sqlite-fts5", str(ds), "--repeats", "1"], timeout=600)
+    assert isinstance(done, dict) and done["quality"]["ndcg_at_10"] == 1.0
+    assert list(scratch.iterdir()) == []

@@ -53,17 +53,29 @@ def available(system: System, ctx: dict[str, Any]) -> str | None:
 
 
 def _worker(args: list[str], timeout: float) -> dict[str, Any] | str:
-    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
-        out = Path(f.name)
-    cmd = [sys.executable, "-m", "indexplug_bench.worker", *args, "--out", str(out)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return f"stopped after {timeout:.0f} s"
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return "failed: " + " | ".join(tail)
-    return json.loads(out.read_text())
+    """Run one worker process.  Its indexes and its result live in a folder made and removed
+    here: a worker stopped at ``timeout`` is killed (SIGKILL), and could not clean up itself."""
+    with tempfile.TemporaryDirectory(prefix="ipbench-") as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = [
+            sys.executable,
+            "-m",
+            "indexplug_bench.worker",
+            *args,
+            "--out",
+            str(out),
+            "--workdir",
+            str(Path(tmp) / "work"),
+        ]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return f"stopped after {timeout:.0f} s"
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            return "failed: " + " | ".join(tail)
+        result: dict[str, Any] = json.loads(out.read_text())
+        return result
 
 
 def _expensive(system: System) -> bool:

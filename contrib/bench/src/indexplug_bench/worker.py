@@ -15,6 +15,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,16 @@ def quality(run: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> dict
     }
 
 
+@contextmanager
+def _workdir(given: Path | None) -> Iterator[str]:
+    if given is not None:
+        given.mkdir(parents=True, exist_ok=True)
+        yield str(given)
+        return
+    with tempfile.TemporaryDirectory(prefix="ipbench-") as tmp:
+        yield tmp
+
+
 def measure(
     system: str,
     dataset: str,
@@ -71,7 +82,10 @@ def measure(
     top_k: int,
     ctx: dict[str, Any],
     warmup: int = 0,
+    workdir: Path | None = None,
 ) -> dict[str, Any]:
+    """One system on one dataset.  Its indexes go under ``workdir`` (left for the caller to
+    remove) or, without one, a temporary folder removed at the end."""
     name, size, batches, queries, qrels = load(dataset)
     load_before = os.getloadavg()[0]
     clock = machine.cpu_clock()
@@ -83,7 +97,7 @@ def measure(
     size_bytes = None
     failures: dict[str, int] = {}
     note = None
-    with tempfile.TemporaryDirectory(prefix="ipbench-") as tmp:
+    with _workdir(workdir) as tmp:
         runner = None
         for rep in range(max(repeats, index_repeats)):
             if rep < index_repeats or runner is None:
@@ -160,6 +174,7 @@ def main() -> None:
     p.add_argument("--elastic-url", default=None)
     p.add_argument("--warmup", type=int, default=0, help="untimed passes over the queries")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--workdir", type=Path, default=None, help="where the indexes go")
     a = p.parse_args()
     ctx = {
         "elastic_url": a.elastic_url,
@@ -173,6 +188,7 @@ def main() -> None:
         top_k=a.top_k,
         ctx=ctx,
         warmup=a.warmup,
+        workdir=a.workdir,
     )
     a.out.write_text(json.dumps(result, indent=1))
 
