@@ -7,6 +7,7 @@ from indexplug import InvalidIndexName, validate_index_name
 from indexplug.budget import effective_max_bytes, over_budget
 from indexplug.outcomes import (
     EXIT_CODES,
+    Indexed,
     IndexEmpty,
     IndexFailed,
     IndexTimeout,
@@ -113,3 +114,14 @@ def test_no_match_and_empty_have_different_exit_codes() -> None:
         )
         == 6
     )
+
+
+@given(st.lists(st.text(min_size=1, max_size=8), unique=True, max_size=20), st.data())
+def test_a_batch_outcome_splits_the_batch_into_added_and_known(
+    ids: list[str], data: st.DataObject
+) -> None:
+    added = data.draw(st.lists(st.sampled_from(ids), unique=True) if ids else st.just([]))
+    out = Indexed.of_batch(index="i", backend="b", ids=ids, added_ids=added, bytes_used=7)
+    assert out.added + out.known == len(ids) and out.added_ids == added
+    assert out.known_ids == [i for i in ids if i not in added]  # the batch's order
+    assert set(out.added_ids).isdisjoint(out.known_ids) and out.bytes_used == 7

@@ -12,6 +12,7 @@ orchestrator can branch on a stable string.  The distinctions matter for honesty
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -167,6 +168,37 @@ class Indexed(_Outcome):
     @property
     def message(self) -> str:
         return f"Added {self.added} passage(s) to '{self.index}'; {self.known} already known."
+
+    @classmethod
+    def of_batch(
+        cls,
+        *,
+        index: str,
+        backend: str,
+        ids: Sequence[str],
+        added_ids: Sequence[str],
+        bytes_used: int | None = None,
+        max_bytes: int | None = None,
+        estimate: bool = False,
+    ) -> Indexed:
+        """The answer to adding the passages ``ids``, of which ``added_ids`` were new.
+
+        The guard hands a backend distinct passages only, so everything in ``ids`` that was not
+        added was already known; one definition keeps every backend's counts and id lists
+        alike (``added + known`` is the batch, ``known_ids`` in the batch's order).
+        """
+        fresh = set(added_ids)
+        return cls(
+            index=index,
+            backend=backend,
+            added=len(fresh),
+            known=len(ids) - len(fresh),
+            added_ids=list(added_ids),
+            known_ids=[i for i in ids if i not in fresh],
+            bytes_used=bytes_used,
+            max_bytes=max_bytes,
+            estimate=estimate,
+        )
 
 
 class OverBudget(_Outcome):

@@ -91,13 +91,11 @@ class TemplateBackend:
             if deadline.expired():
                 return IndexTimeout(index=index, backend=self.name, deadline_s=deadline.seconds)
             size = self._save(index, {**data, "passages": updated})
-            return Indexed(
+            return Indexed.of_batch(
                 index=index,
                 backend=self.name,
-                added=len(new),
-                known=len(passages) - len(new),
+                ids=[p.id for p in passages],
                 added_ids=[p.id for p in new],
-                known_ids=[p.id for p in passages if p.id in store],
                 bytes_used=size,
                 max_bytes=budget,
             )

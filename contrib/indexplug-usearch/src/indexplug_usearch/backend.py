@@ -292,13 +292,11 @@ class UsearchBackend:
             if new:
                 idx.graph.add(np.array(keys, dtype=np.uint64), vectors)
             idx.save()
-            return Indexed(
+            return Indexed.of_batch(
                 index=index,
                 backend=self.name,
-                added=len(new),
-                known=len(passages) - len(new),
+                ids=ids,
                 added_ids=[p.id for p in new],
-                known_ids=[i for i in ids if i in known],
                 bytes_used=measured,
                 max_bytes=budget,
                 estimate=True,

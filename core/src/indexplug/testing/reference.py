@@ -198,7 +198,6 @@ class ReferenceBackend:
             return out
         with self._lock:
             ix = self._index(index) or _Index()
-            known = [p.id for p in passages if p.id in ix.passages]
             new = [p for p in passages if p.id not in ix.passages]
             budget = effective_max_bytes(ix.max_bytes, max_bytes)
             if new:
@@ -213,13 +212,11 @@ class ReferenceBackend:
             if ix.max_bytes is None and max_bytes is not None:
                 ix.max_bytes = max_bytes
             self._write(index, ix, new)
-            return Indexed(
+            return Indexed.of_batch(
                 index=index,
                 backend=self.name,
-                added=len(new),
-                known=len(known),
+                ids=[p.id for p in passages],
                 added_ids=[p.id for p in new],
-                known_ids=known,
                 bytes_used=ix.bytes_used,
                 max_bytes=budget,
             )

@@ -319,14 +319,11 @@ class ColbertBackend:
                 except BaseException:
                     pending.abort()
                     raise
-        fresh = set(added)
-        return Indexed(
+        return Indexed.of_batch(
             index=t.name,
             backend=self.name,
-            added=len(added),
-            known=len(passages) - len(added),
+            ids=ids,
             added_ids=added,
-            known_ids=[i for i in ids if i not in fresh],
             bytes_used=size,
             max_bytes=budget,
         )

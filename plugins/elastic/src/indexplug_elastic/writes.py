@@ -108,13 +108,11 @@ def add(
         )
         cx.remember(es_index, meta)
     done = set(result.done)
-    return Indexed(
+    return Indexed.of_batch(
         index=index,
         backend=cx.name,
-        added=len(done),
-        known=len(passages) - len(done),
+        ids=ids,
         added_ids=[i for i in ids if i in done],
-        known_ids=[i for i in ids if i not in done],
         bytes_used=bytes_used,
         max_bytes=budget,
     )

@@ -359,13 +359,11 @@ class SqliteFts5Backend:
             )
             if refused:
                 return refused
-        return Indexed(
+        return Indexed.of_batch(
             index=index,
             backend=self.name,
-            added=len(new),
-            known=len(passages) - len(new),
+            ids=ids,
             added_ids=[p.id for p in new],
-            known_ids=[i for i in ids if i in known],
             bytes_used=size_after,
             max_bytes=budget,
         )
