@@ -14,6 +14,7 @@ from indexplug.outcomes import (
     IndexUnavailable,
     NoMatch,
     OverBudget,
+    Removed,
     ScoreScale,
     Searched,
     outcome_from_json,
@@ -125,3 +126,14 @@ def test_a_batch_outcome_splits_the_batch_into_added_and_known(
     assert out.added + out.known == len(ids) and out.added_ids == added
     assert out.known_ids == [i for i in ids if i not in added]  # the batch's order
     assert set(out.added_ids).isdisjoint(out.known_ids) and out.bytes_used == 7
+
+
+@given(st.lists(st.text(min_size=1, max_size=8), unique=True, max_size=20), st.data())
+def test_a_removal_outcome_splits_the_ids_into_removed_and_missing(
+    ids: list[str], data: st.DataObject
+) -> None:
+    there = data.draw(st.sets(st.sampled_from(ids)) if ids else st.just(set()))
+    out = Removed.of_batch(index="i", backend="b", ids=ids, removed_ids=list(there))
+    assert out.removed == len(there) and out.removed + len(out.missing_ids) == len(ids)
+    assert out.removed_ids == [i for i in ids if i in there]  # the batch's order
+    assert out.missing_ids == [i for i in ids if i not in there]

@@ -381,14 +381,7 @@ class FusionBackend:
         gone: set[str] = set()
         for _, out in results:
             gone.update(out.removed_ids)  # type: ignore[union-attr]
-        removed = [i for i in ids if i in gone]
-        return Removed(
-            index=index,
-            backend=self.name,
-            removed=len(removed),
-            removed_ids=removed,
-            missing_ids=[i for i in ids if i not in gone],
-        )
+        return Removed.of_batch(index=index, backend=self.name, ids=ids, removed_ids=list(gone))
 
     def status(self, index: str, *, deadline: Deadline) -> StatusOutcome:
         def one(leg: Leg, seconds: float) -> Any:

@@ -229,6 +229,21 @@ class Removed(_Outcome):
             f"{len(self.missing_ids)} id(s) were not there."
         )
 
+    @classmethod
+    def of_batch(
+        cls, *, index: str, backend: str, ids: Sequence[str], removed_ids: Sequence[str]
+    ) -> Removed:
+        """The answer to removing ``ids``, of which ``removed_ids`` were there (the guard hands
+        a backend distinct ids, so the rest were missing; both lists in the batch's order)."""
+        gone = set(removed_ids)
+        return cls(
+            index=index,
+            backend=backend,
+            removed=len(gone),
+            removed_ids=[i for i in ids if i in gone],
+            missing_ids=[i for i in ids if i not in gone],
+        )
+
 
 class IndexStatus(_Outcome):
     code: Literal["STATUS"] = "STATUS"

@@ -153,13 +153,7 @@ class TemplateBackend:
                 for i in gone:
                     del store[i]
                 self._save(index, data)
-            return Removed(
-                index=index,
-                backend=self.name,
-                removed=len(gone),
-                removed_ids=gone,
-                missing_ids=[i for i in ids if i not in store and i not in gone],
-            )
+            return Removed.of_batch(index=index, backend=self.name, ids=ids, removed_ids=gone)
 
     def status(self, index: str, *, deadline: Deadline) -> indexplug.StatusOutcome:
         if deadline.expired():

@@ -403,13 +403,7 @@ class UsearchBackend:
             for key in found.values():
                 idx.graph.remove(int(key))
             idx.save()
-        return Removed(
-            index=index,
-            backend=self.name,
-            removed=len(found),
-            removed_ids=[i for i in ids if i in found],
-            missing_ids=[i for i in ids if i not in found],
-        )
+        return Removed.of_batch(index=index, backend=self.name, ids=ids, removed_ids=list(found))
 
     def status(self, index: str, *, deadline: Deadline) -> StatusOutcome:
         if deadline.expired():

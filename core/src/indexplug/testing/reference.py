@@ -294,14 +294,7 @@ class ReferenceBackend:
                 for pid in present:
                     ix.drop(pid)
                 self._save(index, ix)
-        gone = set(present)
-        return Removed(
-            index=index,
-            backend=self.name,
-            removed=len(present),
-            removed_ids=present,
-            missing_ids=[i for i in ids if i not in gone],
-        )
+        return Removed.of_batch(index=index, backend=self.name, ids=ids, removed_ids=present)
 
     def status(self, index: str, *, deadline: Deadline) -> StatusOutcome:
         if out := self._unavailable(index) or self._timeout(index, deadline, "before status"):

@@ -610,13 +610,7 @@ class ChromaBackend:
                     coll.modify(metadata=updated)
         except Exception as exc:
             return self._failure(index, exc, deadline)
-        return Removed(
-            index=index,
-            backend=self.name,
-            removed=len(present),
-            removed_ids=[i for i in ids if i in present],
-            missing_ids=[i for i in ids if i not in present],
-        )
+        return Removed.of_batch(index=index, backend=self.name, ids=ids, removed_ids=list(present))
 
     def status(self, index: str, *, deadline: Deadline) -> StatusOutcome:
         try:

@@ -394,14 +394,7 @@ class ColbertBackend:
                         except BaseException:
                             pending.abort()
                             raise
-            gone = set(removed)
-            return Removed(
-                index=index,
-                backend=self.name,
-                removed=len(removed),
-                removed_ids=removed,
-                missing_ids=[i for i in ids if i not in gone],
-            )
+            return Removed.of_batch(index=index, backend=self.name, ids=ids, removed_ids=removed)
 
         return self._run(index, deadline, body)
 

@@ -174,13 +174,9 @@ class ElasticBackend:
                     f"{len(result.done)} removed)"
                 )
                 return out.model_copy(update={"reason": out.reason + note})
-            done, gone = set(result.done), set(result.conflict)
-            return Removed(
-                index=index,
-                backend=self.name,
-                removed=len(done),
-                removed_ids=[i for i in ids if i in done],
-                missing_ids=[i for i in ids if i in gone],
+            # every id was either deleted or not found (404): failures were answered above
+            return Removed.of_batch(
+                index=index, backend=self.name, ids=ids, removed_ids=result.done
             )
 
         return self._guarded(index, "removing", deadline, op)

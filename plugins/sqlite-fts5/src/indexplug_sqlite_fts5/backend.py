@@ -500,14 +500,7 @@ class SqliteFts5Backend:
                     raise
         except (sqlite3.Error, NotAnIndex) as exc:
             return self._failure(index, exc, deadline)
-        gone = set(removed)
-        return Removed(
-            index=index,
-            backend=self.name,
-            removed=len(removed),
-            removed_ids=removed,
-            missing_ids=[i for i in ids if i not in gone],
-        )
+        return Removed.of_batch(index=index, backend=self.name, ids=ids, removed_ids=removed)
 
     def status(self, index: str, *, deadline: Deadline) -> StatusOutcome:
         if late := self._late(index, deadline):
