@@ -20,9 +20,8 @@ addresses, repeating a write that partly failed is safe (what a member already h
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -50,6 +49,7 @@ from indexplug.outcomes import (
     StatusOutcome,
 )
 from indexplug.passages import MetadataValue, Passage
+from indexplug.pools import LazyPool, discard
 from indexplug.protocols import Capabilities, Readiness
 
 if TYPE_CHECKING:
@@ -64,18 +64,9 @@ FUSION_BACKEND = "fusion"
 
 T = TypeVar("T")
 
-_pool_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
-
-
-def _executor() -> ThreadPoolExecutor:
-    # Legs wait on their own guards (which use the guard's pool), so they get a pool of their
-    # own: a fused search can never starve the pool its legs need.
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="indexplug-fusion")
-        return _pool
+# Legs wait on their own guards (which use the guard's pool), so they get a pool of their own:
+# a fused search can never starve the pool its legs need.
+_POOL = LazyPool(32, "indexplug-fusion")
 
 
 def rrf_scale(k: int = DEFAULT_RRF_K) -> ScoreScale:
@@ -189,7 +180,7 @@ class FusionBackend:
         when the shared deadline has passed (a quarter of the guard's grace is allowed for an
         answer in flight; the rest is left for this fusion's own answer to reach its guard)."""
         seconds = max(deadline.remaining(), 0.001)
-        futures: list[Future[T]] = [_executor().submit(fn, leg, seconds) for leg in self.legs]
+        futures: list[Future[T]] = [_POOL.get().submit(fn, leg, seconds) for leg in self.legs]
         wait(futures, timeout=deadline.remaining() + GRACE_S / 4)
         results: list[tuple[Leg, T | None]] = []
         for leg, fut in zip(self.legs, futures, strict=True):
@@ -199,7 +190,7 @@ class FusionBackend:
                     raise exc
                 results.append((leg, fut.result()))
             else:
-                fut.add_done_callback(_discard)
+                fut.add_done_callback(discard)
                 results.append((leg, None))
         return results
 
@@ -448,11 +439,6 @@ def _smaller(a: int | None, b: int | None) -> int | None:
     if b is None:
         return a
     return min(a, b)
-
-
-def _discard(fut: Future[Any]) -> None:
-    if not fut.cancelled():
-        fut.exception()
 
 
 def fuse_targets(

@@ -20,7 +20,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, cast
 
 from indexplug.deadlines import Deadline
@@ -41,6 +41,7 @@ from indexplug.outcomes import (
     StatusOutcome,
 )
 from indexplug.passages import MetadataValue, Passage
+from indexplug.pools import LazyPool, discard
 from indexplug.protocols import IndexBackend, Readiness
 
 MAX_TOP_K = 10_000
@@ -56,16 +57,8 @@ SciFact's 5,183 abstracts, where 4,096 remembered passages missed 42% of the tim
 READY_TTL_S = 1.0
 """A *ready* answer is trusted this long; a not-ready one is asked again on every call."""
 
-_pool_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
-
-
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="indexplug-op")
-        return _pool
+_POOL = LazyPool(64, "indexplug-op")
+"""Where calls of backends without cooperative deadlines run (abandoned at the deadline)."""
 
 
 def _describe(exc: BaseException) -> str:
@@ -357,11 +350,11 @@ class Guard:
                 if time.monotonic() > deadline.at + GRACE_S:
                     raise TimeoutError  # it claimed to stop by itself and did not
             else:
-                future: Future[Any] = _executor().submit(fn)
+                future: Future[Any] = _POOL.get().submit(fn)
                 try:
                     out = future.result(timeout=deadline.remaining() + GRACE_S)
                 except TimeoutError:
-                    future.add_done_callback(_discard)
+                    future.add_done_callback(discard)
                     raise
         except TimeoutError:
             return IndexTimeout(
@@ -458,9 +451,3 @@ class Guard:
                     error_type="IntegrityError",
                 )
         return None
-
-
-def _discard(fut: Future[Any]) -> None:
-    """Swallow the late result or exception of an abandoned call."""
-    if not fut.cancelled():
-        fut.exception()
