@@ -16,11 +16,11 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pluggy
 from pydantic import BaseModel
@@ -40,6 +40,8 @@ from indexplug.protocols import (
 )
 
 GROUP = "indexplug"
+
+S = TypeVar("S", BackendSpec, EmbedderSpec)
 
 
 @dataclass(frozen=True)
@@ -134,50 +136,43 @@ class Registry:
     def _backend_table(self) -> dict[str, tuple[str, BackendSpec]]:
         with self._lock:
             if self._backends is None:
-                table: dict[str, tuple[str, BackendSpec]] = {}
-                for plugin, spec in self._collect("indexplug_backends"):
-                    if not isinstance(spec, BackendSpec):
-                        self.problems.append(
-                            PluginProblem(
-                                plugin, f"returned {type(spec).__name__}, not BackendSpec"
-                            )
-                        )
-                    elif spec.name in table:
-                        self.problems.append(
-                            PluginProblem(
-                                plugin,
-                                f"backend name '{spec.name}' is already provided by plugin "
-                                f"'{table[spec.name][0]}'; this one is ignored",
-                            )
-                        )
-                    else:
-                        table[spec.name] = (plugin, spec)
-                self._backends = table
+                self._backends = self._table(
+                    "indexplug_backends", BackendSpec, lambda s: s.name, "backend name"
+                )
             return self._backends
 
     def _embedder_table(self) -> dict[str, tuple[str, EmbedderSpec]]:
         with self._lock:
             if self._embedders is None:
-                table: dict[str, tuple[str, EmbedderSpec]] = {}
-                for plugin, spec in self._collect("indexplug_embedders"):
-                    if not isinstance(spec, EmbedderSpec):
-                        self.problems.append(
-                            PluginProblem(
-                                plugin, f"returned {type(spec).__name__}, not EmbedderSpec"
-                            )
-                        )
-                    elif spec.provider in table:
-                        self.problems.append(
-                            PluginProblem(
-                                plugin,
-                                f"embedder provider '{spec.provider}' is already provided by "
-                                f"plugin '{table[spec.provider][0]}'; this one is ignored",
-                            )
-                        )
-                    else:
-                        table[spec.provider] = (plugin, spec)
-                self._embedders = table
+                self._embedders = self._table(
+                    "indexplug_embedders", EmbedderSpec, lambda s: s.provider, "embedder provider"
+                )
             return self._embedders
+
+    def _table(
+        self, hook: str, kind: type[S], key: Callable[[S], str], what: str
+    ) -> dict[str, tuple[str, S]]:
+        """What the plugins answered to ``hook``, by ``key``: an answer of the wrong type, or
+        a key a plugin loaded earlier already took, is a problem reported, never a crash."""
+        table: dict[str, tuple[str, S]] = {}
+        for plugin, spec in self._collect(hook):
+            if not isinstance(spec, kind):
+                self.problems.append(
+                    PluginProblem(plugin, f"returned {type(spec).__name__}, not {kind.__name__}")
+                )
+                continue
+            name = key(spec)
+            if name in table:
+                self.problems.append(
+                    PluginProblem(
+                        plugin,
+                        f"{what} '{name}' is already provided by plugin '{table[name][0]}'; "
+                        "this one is ignored",
+                    )
+                )
+            else:
+                table[name] = (plugin, spec)
+        return table
 
     # -- lookups -------------------------------------------------------------------------
     def backend_names(self) -> list[str]:
