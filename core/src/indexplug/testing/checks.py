@@ -66,7 +66,6 @@ __all__ = [
     "CheckResult",
     "CheckStatus",
     "KitSettings",
-    "NotApplicable",
     "Subject",
     "check_ids",
     "corpus",
@@ -87,8 +86,8 @@ class CheckStatus(StrEnum):
     FAILED = "FAILED"
     NOT_CLAIMED = "NOT_CLAIMED"
     SKIPPED = "SKIPPED"
-    """Claimed or applicable, but the kit could not run it (a hook was not provided) or it
-    does not apply to this kind of backend; the reason says which."""
+    """Claimed or applicable, but the kit could not run it: a hook it needs was not provided
+    (the reason names it).  Only the command-line card reports it; in pytest it fails."""
 
 
 class CheckResult(BaseModel):
@@ -105,10 +104,6 @@ class CheckResult(BaseModel):
 
 class CheckFailed(Exception):
     """The backend broke the rule a check verifies; the message is the reason on the card."""
-
-
-class NotApplicable(Exception):
-    """The check does not apply to this backend (e.g. "no matching word" for a dense one)."""
 
 
 def fail(reason: str) -> NoReturn:
@@ -346,8 +341,6 @@ def run_check(check: Check, subject: Subject) -> CheckResult:
         check.fn(subject)
     except CheckFailed as exc:
         return result(CheckStatus.FAILED, str(exc))
-    except NotApplicable as exc:
-        return result(CheckStatus.SKIPPED, f"not applicable: {exc}")
     except Exception as exc:  # anything escaping is itself the failure
         return result(CheckStatus.FAILED, f"unexpected {_describe(exc)} escaped during the check")
     return result(CheckStatus.PASSED, None)
