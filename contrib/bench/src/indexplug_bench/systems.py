@@ -32,6 +32,19 @@ def folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
+def doc_ids(out: Any, failures: dict[str, int]) -> list[str]:
+    """The BEIR doc ids of a search's hits in rank order (each passage's uri ends with its doc
+    id); an answer that is not hits or a plain no-match is counted in ``failures`` by code (a
+    fused answer missing a leg as ``DEGRADED``)."""
+    if out.code == "SEARCHED":
+        if getattr(out, "degraded", None):
+            failures["DEGRADED"] = failures.get("DEGRADED", 0) + 1
+        return [h.passage.source.uri.rsplit("/", 1)[-1] for h in out.hits]
+    if out.code != "NO_MATCH":
+        failures[out.code] = failures.get(out.code, 0) + 1
+    return []
+
+
 # -- indexplug -------------------------------------------------------------------------------
 class IndexplugRunner:
     """An indexplug backend through ``Guard`` (what users call), never the plugin directly."""
@@ -80,12 +93,9 @@ class IndexplugRunner:
             self.guard.call_extra("optimize", self.index_name, deadline_s=3600)
 
     def search(self, query: str, k: int) -> list[str]:
-        out = self.guard.search(self.index_name, query, top_k=k, deadline_s=60)
-        if out.code == "SEARCHED":
-            return [h.passage.source.uri.rsplit("/", 1)[-1] for h in out.hits]  # type: ignore[union-attr]
-        if out.code != "NO_MATCH":
-            self.failures[out.code] = self.failures.get(out.code, 0) + 1
-        return []
+        return doc_ids(
+            self.guard.search(self.index_name, query, top_k=k, deadline_s=60), self.failures
+        )
 
     def size_bytes(self) -> int | None:
         st = self.guard.status(self.index_name)
@@ -130,14 +140,7 @@ class FusionRunner:
             leg.finish()
 
     def search(self, query: str, k: int) -> list[str]:
-        out = self.fused.search(query, top_k=k, deadline_s=60)
-        if out.code == "SEARCHED":
-            if getattr(out, "degraded", None):
-                self.failures["DEGRADED"] = self.failures.get("DEGRADED", 0) + 1
-            return [h.passage.source.uri.rsplit("/", 1)[-1] for h in out.hits]
-        if out.code != "NO_MATCH":
-            self.failures[out.code] = self.failures.get(out.code, 0) + 1
-        return []
+        return doc_ids(self.fused.search(query, top_k=k, deadline_s=60), self.failures)
 
     def size_bytes(self) -> int | None:
         sizes = [leg.size_bytes() for leg in self.legs]
