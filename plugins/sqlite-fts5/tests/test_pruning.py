@@ -1,12 +1,14 @@
-"""The pruned top-k must be FTS5's own answer: the same rows, in the same order, same scores.
+"""Both fast rankings must be FTS5's own answer: the same rows, in the same order, same scores.
 
-The reference everywhere is the plain query the pruning replaces::
+The pruned FTS5 query (``pruning``) and the ranking from postings held in memory (``postings``)
+are compared with the plain query they replace::
 
     SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH <OR of the terms>
     ORDER BY bm25(fts), rowid LIMIT k
 
-compared with ``==`` (floats included: the pruned query computes every score with FTS5's own
-bm25 over the full expression, so they are bit-identical, not merely close).
+with ``==`` (floats included: the pruned query computes every score with FTS5's own bm25 over
+the full expression, and the in-memory ranking adds FTS5's own one-term scores in FTS5's order,
+so both are bit-identical, not merely close).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from indexplug import Guard, Indexed, Passage, Searched
 from indexplug.outcomes import Hit
-from indexplug_sqlite_fts5 import SqliteFts5Backend, pruning
+from indexplug_sqlite_fts5 import SqliteFts5Backend, postings, pruning
 from indexplug_sqlite_fts5.backend import _SCHEMA
 from indexplug_sqlite_fts5.hits import hit as make_hit
 from indexplug_sqlite_fts5.hits import passage_from_row
@@ -84,6 +86,28 @@ def pruned(
     try:
         stats.sync(conn, conn.execute("PRAGMA data_version").fetchone()[0])
         return pruning.top_k(conn, stats, terms, k, min_postings=0)
+    finally:
+        conn.execute("ROLLBACK")
+
+
+def in_memory(
+    conn: sqlite3.Connection,
+    stats: pruning.TermStats,
+    terms: list[str],
+    k: int,
+    budget: int = 1 << 30,
+) -> list[tuple[int, float]]:
+    """The answer ranked from postings in memory, in a read transaction as the backend runs it
+    (``budget``: where the held postings start over; a term is held even if alone over it)."""
+    conn.execute("BEGIN")
+    try:
+        stats.sync(conn, conn.execute("PRAGMA data_version").fetchone()[0])
+        before = stats.in_memory
+        got = postings.top_k(conn, stats, terms, k, budget_bytes=budget)
+        assert stats.in_memory == before + 1
+        largest = max(len(r) for r, _ in stats.postings.values()) * postings.BYTES_PER_POSTING
+        assert stats.postings_bytes <= max(budget, largest)
+        return got
     finally:
         conn.execute("ROLLBACK")
 
@@ -192,6 +216,62 @@ def test_bounds_are_above_every_real_contribution() -> None:
         assert all(0 < s < bound for (s,) in rows), term
 
 
+@settings(max_examples=120, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_docs=st.integers(1, 120),
+    queries=st.lists(
+        st.lists(st.sampled_from(VOCAB + EXTRA), min_size=1, max_size=10), min_size=1, max_size=6
+    ),
+    k=st.sampled_from([1, 2, 3, 5, 10, 25, 200]),
+    deletions=st.integers(0, 15),
+    dense=st.booleans(),
+    budget=st.sampled_from([1 << 30, 256, 0]),
+)
+def test_in_memory_equals_fts5_on_random_corpora(
+    seed: int,
+    n_docs: int,
+    queries: list[list[str]],
+    k: int,
+    deletions: int,
+    dense: bool,
+    budget: int,
+) -> None:
+    # dense: scores in an array indexed by rowid, or (forced) one entry per distinct row; a
+    # small budget makes the held postings start over mid-search (0: before every term)
+    rng = random.Random(seed)
+    conn = new_index()
+    insert(conn, [zipf_doc(rng, rng.randint(1, 30)) for _ in range(n_docs)])
+    delete(conn, rng.sample(range(1, n_docs + 1), min(deletions, n_docs - 1)))
+    stats = pruning.TermStats()
+    old = (postings.DENSE_SLACK, postings.DENSE_MIN)
+    if not dense:
+        postings.DENSE_SLACK, postings.DENSE_MIN = 0, 0
+    try:
+        for words in queries + queries:  # the second time from the held postings
+            terms = [t for t in dict.fromkeys(words) if t] or ["w0"]
+            assert in_memory(conn, stats, terms, k, budget) == reference(conn, terms, k)
+    finally:
+        postings.DENSE_SLACK, postings.DENSE_MIN = old
+
+
+def test_tokens_are_the_ones_the_index_holds() -> None:
+    """``fits`` rests on the averages record's token total: every row's sizes added up."""
+    conn = new_index()
+    insert(conn, ["alpha beta gamma", "one two", "x " * 200, "naïve state-of-the-art"])
+    delete(conn, [2])
+    rows, tokens = pruning._averages(conn)
+    sizes = [pruning._varints(b) for (b,) in conn.execute("SELECT sz FROM fts_docsize")]
+    assert rows == 3 == len(sizes)
+    assert tokens == sum(sum(s) for s in sizes) == 3 + 200 + 5
+    assert pruning._varints(bytes([0x81, 0x00, 0x05])) == [128, 5]
+    assert pruning._varints(bytes([0x81])) == []
+    stats = pruning.TermStats(rows=rows, tokens=tokens)
+    assert postings.fits(stats, tokens * postings.BYTES_PER_POSTING)
+    assert not postings.fits(stats, tokens * postings.BYTES_PER_POSTING - 1)
+    assert not postings.fits(pruning.TermStats(), 1 << 30)  # nothing known: never
+
+
 def test_row_count_is_the_one_bm25_uses() -> None:
     conn = new_index()
     insert(conn, [f"w{i % 7} w{i % 3}" for i in range(300)])
@@ -220,16 +300,32 @@ def test_statistics_follow_writes_from_other_connections(tmp_path: Path) -> None
     for k in (1, 5, 50):
         assert pruned(reader, stats, terms, k) == reference(reader, terms, k)
     assert stats.df["rare"] == before["rare"] + 40
+    for k in (1, 5, 50):
+        assert in_memory(reader, stats, terms, k) == reference(reader, terms, k)
+    held = len(stats.postings["rare"][0])
+    insert(writer, ["rare common"] * 7)
+    for k in (1, 5, 50):
+        assert in_memory(reader, stats, terms, k) == reference(reader, terms, k)
+    assert len(stats.postings["rare"][0]) == held + 7
 
 
 # -- through the backend and the guard ------------------------------------------------------
 
 
-@pytest.fixture
-def guard(tmp_path: Path) -> Iterator[Guard]:
-    g = Guard(SqliteFts5Backend(tmp_path / "idx"))
+@pytest.fixture(params=["in memory", "pruned"])
+def guard(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Guard]:
+    """The backend ranking from postings in memory (its default for an index this small) and,
+    with ``postings_mb=0``, by the pruned FTS5 query."""
+    mb = 64 if request.param == "in memory" else 0
+    g = Guard(SqliteFts5Backend(tmp_path / "idx", postings_mb=mb))
     yield g
     g.close()
+
+
+def ranked_by(g: Guard, index: str) -> tuple[int, int]:
+    """(searches ranked in memory, searches ranked by the pruned query) on this thread."""
+    stats = g.backend._local.stats[index][1]  # type: ignore[attr-defined]
+    return stats.in_memory, sum(stats.rounds)
 
 
 def passages(rng: random.Random, n: int, prefix: str) -> list[Passage]:
@@ -262,6 +358,8 @@ def test_guarded_search_equals_fts5_across_writes(guard: Guard, tmp_path: Path) 
                 assert isinstance(out, Searched)
                 got = [(h.passage.id, h.score) for h in out.hits]
                 assert got == guarded_reference(path, q, k), (q, k)
+    on = guard.backend.postings_bytes > 0  # type: ignore[attr-defined]
+    assert ranked_by(guard, "docs")[0] == (3 * 25 * 3 if on else 0)
 
 
 def _realistic_corpus() -> tuple[list[Passage], list[str]]:
@@ -294,15 +392,18 @@ def test_realistic_corpus_pruned_equals_fts5(tmp_path: Path) -> None:
         assert isinstance(g.add("scifact", ps[i : i + 1000]), Indexed)
     path = tmp_path / "scifact.sqlite"
     conn = sqlite3.connect(path, isolation_level=None)
-    stats = pruning.TermStats()
+    stats, memory = pruning.TermStats(), pruning.TermStats()
     for q in queries:
         terms = query_terms(q)
         for k in (1, 10, 100, 1000):
-            assert pruned(conn, stats, terms, k) == reference(conn, terms, k), (q, k)
+            expected = reference(conn, terms, k)
+            assert pruned(conn, stats, terms, k) == expected, (q, k)
+            assert in_memory(conn, memory, terms, k) == expected, (q, k)
     for q in queries[:100]:
         out = g.search("scifact", q, top_k=100)
         assert isinstance(out, Searched)
         assert [(h.passage.id, h.score) for h in out.hits] == guarded_reference(path, q, 100)
+    assert ranked_by(g, "scifact") == (100, 0)  # SciFact's postings fit the default 64 MB
     g.close()
 
 
@@ -337,6 +438,29 @@ def test_fast_hits_are_the_models_pydantic_would_build() -> None:
     assert math.isfinite(fast.score)
 
 
+def test_an_index_past_the_postings_budget_is_ranked_by_fts5(tmp_path: Path) -> None:
+    rng = random.Random(4)
+    docs = passages(rng, 600, "p")
+    budget = Guard(SqliteFts5Backend(tmp_path / "a", postings_mb=0.01))  # 10,485 bytes
+    roomy = Guard(SqliteFts5Backend(tmp_path / "b"))
+    for g in (budget, roomy):
+        assert isinstance(g.add("docs", docs), Indexed)
+    for q in ["w0 w3 w17", "w1 w39", "w2"]:
+        a, b = budget.search("docs", q, top_k=20), roomy.search("docs", q, top_k=20)
+        assert isinstance(a, Searched) and isinstance(b, Searched)
+        assert [(h.passage.id, h.score) for h in a.hits] == [
+            (h.passage.id, h.score) for h in b.hits
+        ]
+    assert ranked_by(budget, "docs")[0] == 0
+    assert ranked_by(roomy, "docs") == (3, 0)
+    stats = roomy.backend._local.stats["docs"][1]  # type: ignore[attr-defined]
+    assert 0 < stats.postings_bytes <= stats.tokens * postings.BYTES_PER_POSTING
+    with pytest.raises(ValueError, match="postings_mb"):
+        SqliteFts5Backend(tmp_path / "c", postings_mb=-1)
+    budget.close()
+    roomy.close()
+
+
 def test_no_pruning_below_the_size_threshold_and_with_filters(guard: Guard) -> None:
     rng = random.Random(11)
     guard.add("small", passages(rng, 30, "s"))
@@ -348,7 +472,7 @@ def test_no_pruning_below_the_size_threshold_and_with_filters(guard: Guard) -> N
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=8))
-def test_any_terms_prune_to_the_same_answer(words: list[str]) -> None:
+def test_any_terms_rank_to_the_same_answer(words: list[str]) -> None:
     rng = random.Random(5)
     conn = new_index()
     insert(
@@ -356,6 +480,8 @@ def test_any_terms_prune_to_the_same_answer(words: list[str]) -> None:
         [zipf_doc(rng, rng.randint(1, 25)) + " " + " ".join(words[: i % 3]) for i in range(150)],
     )
     terms = query_terms(" ".join(words + ["w0", "w3", "w20"]))
-    stats = pruning.TermStats()
+    stats, memory = pruning.TermStats(), pruning.TermStats()
     for k in (1, 7, 60):
-        assert pruned(conn, stats, terms, k) == reference(conn, terms, k)
+        expected = reference(conn, terms, k)
+        assert pruned(conn, stats, terms, k) == expected
+        assert in_memory(conn, memory, terms, k) == expected

@@ -47,7 +47,7 @@ from indexplug.outcomes import (
 from indexplug.passages import MetadataValue, Passage, Source
 from indexplug.protocols import Capabilities, Readiness
 
-from indexplug_sqlite_fts5 import pruning
+from indexplug_sqlite_fts5 import postings, pruning
 from indexplug_sqlite_fts5.hits import hit, passage_from_row
 from indexplug_sqlite_fts5.query import fts5_expression, query_terms
 
@@ -118,7 +118,10 @@ class SqliteFts5Backend:
     """See the module docstring.  Settings (``--option KEY=VALUE`` or the config file):
 
     * ``busy_timeout_s``: longest a writer waits for the write lock (default: its deadline);
-    * ``cache_mb``: SQLite page cache per connection (default 64).
+    * ``cache_mb``: SQLite page cache per connection (default 64);
+    * ``postings_mb``: memory per connection for ranking an index from its postings
+      (:mod:`~indexplug_sqlite_fts5.postings`; default 64, 0 turns it off).  An index whose
+      postings could exceed it is ranked by FTS5 with pruning instead.
     """
 
     name = "sqlite-fts5"
@@ -135,12 +138,22 @@ class SqliteFts5Backend:
         cooperative_deadlines=True,
     )
 
-    def __init__(self, home: Path, *, cache_mb: int | str = 64, **options: Any) -> None:
+    def __init__(
+        self,
+        home: Path,
+        *,
+        cache_mb: int | str = 64,
+        postings_mb: int | str = 64,
+        **options: Any,
+    ) -> None:
         unknown = set(options) - {"busy_timeout_s"}
         if unknown:
             raise ValueError(f"unknown sqlite-fts5 option(s): {', '.join(sorted(unknown))}")
         self.home = Path(home)
         self.cache_kb = int(cache_mb) * 1024
+        if float(postings_mb) < 0:
+            raise ValueError("postings_mb must be 0 (off) or more")
+        self.postings_bytes = int(float(postings_mb) * 1024 * 1024)
         self.busy_timeout_s = float(options.get("busy_timeout_s", 0)) or None
         self._local = threading.local()
         self._all: weakref.WeakSet[_Connection] = weakref.WeakSet()
@@ -401,7 +414,13 @@ class SqliteFts5Backend:
                     else:
                         stats = self._term_stats(index, conn)
                         stats.sync(conn, int(version))
-                        rows = self._rows(conn, pruning.top_k(conn, stats, terms, top_k))
+                        if postings.fits(stats, self.postings_bytes):
+                            ranked = postings.top_k(
+                                conn, stats, terms, top_k, budget_bytes=self.postings_bytes
+                            )
+                        else:
+                            ranked = pruning.top_k(conn, stats, terms, top_k)
+                        rows = self._rows(conn, ranked)
             finally:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")

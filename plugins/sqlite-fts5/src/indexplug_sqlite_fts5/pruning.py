@@ -52,6 +52,8 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from indexplug_sqlite_fts5.query import fts5_expression, fts5_phrase
 
 K1 = 1.2
@@ -95,9 +97,16 @@ class TermStats:
 
     version: int | None = None
     rows: int = 0
+    tokens: int = 0
+    """Tokens in the whole index (FTS5's averages record): bounds how many postings it holds."""
     df: dict[str, int] = field(default_factory=dict)
+    postings: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    """Terms' postings held in memory (:mod:`indexplug_sqlite_fts5.postings`)."""
+    postings_bytes: int = 0
     rounds: list[int] = field(default_factory=lambda: [0, 0, 0])
     """How many searches were answered after 1, 2 and 3+ rounds (for tuning and tests)."""
+    in_memory: int = 0
+    """How many searches were ranked from postings in memory instead (for tests)."""
 
     def invalidate(self) -> None:
         self.version = None
@@ -107,7 +116,9 @@ class TermStats:
         if version == self.version:
             return
         self.df.clear()
-        self.rows = _row_count(conn)
+        self.postings.clear()
+        self.postings_bytes = 0
+        self.rows, self.tokens = _averages(conn)
         self.version = version
 
     def doc_freqs(self, conn: sqlite3.Connection, terms: Sequence[str]) -> list[int]:
@@ -128,22 +139,46 @@ def _row_count(conn: sqlite3.Connection) -> int:
 
     Returns 0 (no pruning) if the record is missing or unreadable.
     """
+    return _averages(conn)[0]
+
+
+def _averages(conn: sqlite3.Connection) -> tuple[int, int]:
+    """FTS5's averages record (``%_data`` row 1): the rows, and the tokens of every column
+    added up (the varints after the row count, one a column).  ``(0, 0)`` if missing or
+    unreadable, which turns pruning and in-memory postings off."""
     row = conn.execute("SELECT block FROM fts_data WHERE id = 1").fetchone()
     if row is None or not isinstance(row[0], bytes) or not row[0]:
-        return 0
-    return _varint(row[0])
+        return 0, 0
+    values = _varints(row[0])
+    if not values:
+        return 0, 0
+    return values[0], sum(values[1:])
 
 
 def _varint(buf: bytes) -> int:
     """SQLite's varint (big-endian, 7 bits a byte, the 9th byte whole), as FTS5 writes it."""
-    value = 0
-    for i, byte in enumerate(buf[:9]):
-        if i == 8:
-            return (value << 8) | byte
-        value = (value << 7) | (byte & 0x7F)
-        if byte < 0x80:
-            return value
-    return 0  # truncated: treat as unknown
+    got = _varints(buf[:9], limit=1)
+    return got[0] if got else 0  # truncated: treat as unknown
+
+
+def _varints(buf: bytes, limit: int | None = None) -> list[int]:
+    """The whole varints at the start of ``buf`` (at most ``limit``); a truncated one ends it."""
+    out: list[int] = []
+    value = used = 0
+    for byte in buf:
+        if used == 8:
+            out.append((value << 8) | byte)
+            value = used = 0
+        else:
+            value = (value << 7) | (byte & 0x7F)
+            used += 1
+            if byte >= 0x80:
+                continue
+            out.append(value)
+            value = used = 0
+        if limit is not None and len(out) >= limit:
+            break
+    return out
 
 
 def idf(rows: int, df: int) -> float:
