@@ -27,14 +27,15 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
+
+from indexplug.counts import CountCache
 
 from indexplug_chroma.settings import ChromaSettings
 
@@ -143,40 +144,9 @@ def _create(
     return made, True
 
 
-class CountCache:
-    """Passage counts, shared by every backend instance of the process.
-
-    Counting is the dearest step of a search after the query itself (milliseconds in
-    process, a round trip to a server), so a count is kept for ``ttl_s`` (the setting
-    ``count_ttl_s``) and forgotten by every write made through indexplug in this process; a
-    generation number keeps a count read *during* a write from being kept after it.  The
-    time bound covers writes made elsewhere (other clients of a server, a raw chromadb
-    client).
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._data: dict[str, tuple[int, int, float]] = {}
-        """key -> (generation, count or -1, when counted)"""
-
-    def get(self, key: str, compute: Callable[[], int], ttl_s: float) -> int:
-        with self._lock:
-            gen, count, at = self._data.get(key, (0, -1, 0.0))
-        if count >= 0 and time.monotonic() - at < ttl_s:
-            return count
-        fresh = int(compute())
-        with self._lock:
-            if self._data.get(key, (0, -1, 0.0))[0] == gen:
-                self._data[key] = (gen, fresh, time.monotonic())
-        return fresh
-
-    def forget(self, key: str) -> None:
-        with self._lock:
-            gen = self._data.get(key, (0, -1, 0.0))[0]
-            self._data[key] = (gen + 1, -1, 0.0)
-
-
 COUNTS = CountCache()
+"""Chroma passage counts, shared by every chroma backend instance of the process: kept for
+``count_ttl_s`` and forgotten by every write made through indexplug in this process."""
 
 CLIENTS_LOCK = threading.Lock()
 """Held around every ``PersistentClient`` creation and close (see the module docstring)."""
