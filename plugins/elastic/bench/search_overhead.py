@@ -8,14 +8,16 @@ by query (the order rotating) so that drift in the machine's load hits all of th
 
 * **guard**: ``Guard.search`` as a user calls it;
 * **plugin**: the backend's own ``search`` with a deadline (no guard);
-* **msearch**: the exact ``_msearch`` the backend sends (the ranked leg and the passage count),
-  sent with the official client and its responses left as parsed JSON;
+* **msearch**: the exact ``_msearch`` the backend sends while it keeps a passage count
+  (``count_ttl_s``: the ranked leg alone), sent with the official client and its responses left
+  as parsed JSON;
 * **lexical**: only the ranked leg, with ``client.search`` (what a user of the raw client writes
   for the same terms on the same index: a ``match`` query, ``size=k``, the source returned);
 * **lexical-ids**: the same without the source (ids and scores only), the floor.
 
-The differences say what each layer costs: msearch - lexical is the count leg, plugin - msearch
-the backend's Python (outcomes, passages), guard - plugin the guard.  It prints median and mean
+The differences say what each layer costs: msearch - lexical is the ``_msearch`` envelope,
+plugin - msearch the backend's Python (outcomes, passages) and its counting once a second,
+guard - plugin the guard.  It prints median and mean
 wall latency and this process's CPU time per way, and the ratios to ``lexical``.
 """
 
@@ -87,8 +89,7 @@ def _measure(
 
     def run_msearch(text: str) -> None:
         bodies = [
-            q.lexical_body(meta.search_field, terms(text), size=k, filters=None, timeout_ms=10000),
-            q.count_body(10000),
+            q.lexical_body(meta.search_field, terms(text), size=k, filters=None, timeout_ms=10000)
         ]
         client.msearch(searches=q.msearch_lines(es_index, bodies))
 

@@ -68,6 +68,41 @@ def test_every_search_outcome(make_single: BackendMaker) -> None:
     assert isinstance(g.search("docs", "alpha"), IndexEmpty)
 
 
+def test_a_kept_count_names_the_size_but_never_decides_an_answer(
+    make_single: BackendMaker, es_single: EsCluster
+) -> None:
+    """``count_ttl_s``: a search reuses the count of an earlier one, forgotten by this
+    process's writes; writes made elsewhere show after the TTL, and a search finding nothing
+    always counts afresh, so a kept count never turns an empty index into ``NO_MATCH``."""
+    g = make_single(count_ttl_s=3600)
+    ps = corpus(30)
+    assert isinstance(g.add("docs", ps[:20]), Indexed)
+    assert g.search("docs", "alpha").searched == 20  # counted and kept
+    es_index = g.backend._cx.es_index("docs")  # type: ignore[attr-defined]
+
+    def elsewhere(ids: list[str]) -> None:  # a writer that is not this process's backend
+        for pid in ids:
+            status, body = es_single.request("DELETE", f"/{es_index}/_doc/{pid}?refresh=true")
+            assert status == 200, body
+
+    elsewhere([p.id for p in ps[:5]])
+    kept = g.search("docs", "alpha")
+    assert isinstance(kept, Searched) and kept.searched == 20  # the kept count, within its TTL
+    assert isinstance(g.add("docs", ps[20:]), Indexed)  # our own write: forgotten at once
+    assert g.search("docs", "alpha").searched == 25
+    nothing = g.search("docs", "nothingmatchesthis")  # counted afresh, not taken from the kept
+    assert isinstance(nothing, NoMatch) and nothing.searched == 25
+    elsewhere([p.id for p in ps[5:]])
+    assert isinstance(g.search("docs", "alpha"), IndexEmpty)
+    assert isinstance(g.add("docs", ps[:3]), Indexed)
+    assert g.search("docs", "alpha").searched == 3
+
+    every = make_single(count_ttl_s=0, prefix=g.backend._cx.opts.prefix)  # type: ignore[attr-defined]
+    assert every.search("docs", "alpha").searched == 3
+    elsewhere([ps[0].id])
+    assert every.search("docs", "alpha").searched == 2  # counted on every search
+
+
 def test_known_ids_and_concurrent_duplicates(make_single: BackendMaker) -> None:
     g = make_single()
     ps = corpus(30)

@@ -130,12 +130,15 @@ class ElasticBackend:
         self, index: str, passages: Sequence[Passage], *, max_bytes: int | None, deadline: Deadline
     ) -> AddOutcome:
         es_index = self._cx.es_index(index)
-        return self._guarded(
-            index,
-            "adding",
-            deadline,
-            lambda: writes.add(self._cx, index, es_index, passages, max_bytes, deadline),
-        )
+        try:
+            return self._guarded(
+                index,
+                "adding",
+                deadline,
+                lambda: writes.add(self._cx, index, es_index, passages, max_bytes, deadline),
+            )
+        finally:
+            self._cx.forget_count(es_index)  # even a failed add may have stored some
 
     def search(
         self,
@@ -179,7 +182,10 @@ class ElasticBackend:
                 index=index, backend=self.name, ids=ids, removed_ids=result.done
             )
 
-        return self._guarded(index, "removing", deadline, op)
+        try:
+            return self._guarded(index, "removing", deadline, op)
+        finally:
+            self._cx.forget_count(es_index)
 
     def status(self, index: str, *, deadline: Deadline) -> StatusOutcome:
         es_index = self._cx.es_index(index)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from elasticsearch import ApiError, Elasticsearch
+from indexplug.counts import CountCache
 from indexplug.deadlines import Deadline
 from indexplug.names import validate_index_name
 from indexplug.outcomes import IndexFailed
@@ -25,6 +26,9 @@ from indexplug_elastic.mapping import ForeignIndex, IndexMeta, mappings, setting
 from indexplug_elastic.options import ElasticOptions
 
 NAME = "elastic"
+COUNTS = CountCache()
+"""Passage counts of the process's Elasticsearch indexes (by cluster and index), kept for
+``count_ttl_s`` and forgotten by every write made through this backend in this process."""
 
 
 class Context:
@@ -82,6 +86,14 @@ class Context:
     def forget(self, es_index: str) -> None:
         """Drop the cached facts of ``es_index`` (it was deleted, or may have been)."""
         self._metas.pop(es_index, None)
+        self.forget_count(es_index)
+
+    def count_key(self, es_index: str) -> str:
+        return " ".join(self.opts.hosts) + "|" + es_index
+
+    def forget_count(self, es_index: str) -> None:
+        """After a write to ``es_index`` (or one that may have reached it)."""
+        COUNTS.forget(self.count_key(es_index))
 
     def cached_meta(self, es_index: str) -> IndexMeta | None:
         """The cached facts of ``es_index`` if any (what :meth:`meta` answers a search with,

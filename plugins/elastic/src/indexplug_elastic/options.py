@@ -64,6 +64,10 @@ class ElasticOptions(BaseModel):
     rank_window: int = Field(default=100, ge=1, le=10_000)
     """Candidates per leg for kNN and hybrid (RRF) searches."""
     rrf_k: int = Field(default=60, ge=1)
+    count_ttl_s: float = Field(default=1.0, ge=0)
+    """How long a search reuses the passage count it reports (``searched``) instead of counting
+    again beside its ranked search; every write of this process forgets it (0: count on every
+    search).  A search that finds nothing always counts afresh (see ``indexplug.counts``)."""
 
     @model_validator(mode="before")
     @classmethod

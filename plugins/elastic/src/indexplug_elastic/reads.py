@@ -15,7 +15,7 @@ from indexplug.passages import MetadataValue
 from indexplug.protocols import Granularity
 
 from indexplug_elastic import search as q
-from indexplug_elastic.context import Context
+from indexplug_elastic.context import COUNTS, Context
 from indexplug_elastic.documents import passage_from_source
 from indexplug_elastic.failures import classify, is_index_missing
 
@@ -59,7 +59,67 @@ def search(
         if np.any(vector):
             bodies.append(q.knn_body(vector, k=window, filters=filters, timeout_ms=ms))
             legs.append("knn")
-    bodies.append(q.count_body(ms))
+    # The passage count rides along as one more search of the same round trip, unless this
+    # process counted less than ``count_ttl_s`` ago and has not written since.
+    key = cx.count_key(es_index)
+    kept, generation = COUNTS.fresh(key, cx.opts.count_ttl_s)
+    counting = kept is None or not bodies
+    if counting:
+        bodies.append(q.count_body(ms))
+    answers = _msearch(cx, index, es_index, bodies, deadline)
+    if not isinstance(answers, list):
+        return answers
+    if counting:
+        count = int(answers.pop()["hits"]["total"]["value"])
+        COUNTS.keep(key, generation, count)
+        if count == 0:
+            return IndexEmpty(index=index, backend=cx.name)
+    else:
+        assert kept is not None
+        count = kept
+    ranked_legs = [q.ranked(answers[i], cosine=(leg == "knn")) for i, leg in enumerate(legs)]
+    if cx.mode == "hybrid":
+        results = q.rrf(ranked_legs, k=cx.opts.rrf_k, top_k=top_k)
+    else:
+        results = ranked_legs[0][:top_k] if ranked_legs else []
+    if not results:
+        if not counting:
+            # a kept count never decides an answer: empty or nothing matched, counted now
+            COUNTS.forget(key)
+            fresh = _msearch(cx, index, es_index, [q.count_body(cx.ms(deadline))], deadline)
+            if not isinstance(fresh, list):
+                return fresh
+            count = int(fresh[0]["hits"]["total"]["value"])
+            if count == 0:
+                return IndexEmpty(index=index, backend=cx.name)
+        return NoMatch(index=index, backend=cx.name, searched=count)
+    hits = [
+        Hit.from_stored(
+            rank=n,
+            score=r.score,
+            score_scale=scale.name,
+            passage=passage_from_source(r.doc_id, r.source),
+        )
+        for n, r in enumerate(results, start=1)
+    ]
+    # The count is a separate search (of the same request, or kept from an earlier one): a
+    # write landing between them could make it smaller than the hits; the index held at least
+    # as many as it returned.
+    return Searched(
+        index=index,
+        backend=cx.name,
+        hits=hits,
+        searched=max(count, len(hits)),
+        scale=scale,
+    )
+
+
+def _msearch(
+    cx: Context, index: str, es_index: str, bodies: list[dict[str, Any]], deadline: Deadline
+) -> list[Any] | SearchOutcome:
+    """The answers of one ``_msearch`` of ``bodies``, or the outcome that ends the search (the
+    index is missing or new, a failure, or a search past its deadline on the server)."""
+    conn = cx.conn
     lines = q.encoded(q.msearch_lines(es_index, bodies))
     answers: list[Any] = []
     for attempt in range(2):
@@ -96,31 +156,4 @@ def search(
                 deadline_s=deadline.seconds,
                 reason="the search ran past its deadline on the server (timed_out)",
             )
-    count = int(answers[-1]["hits"]["total"]["value"])
-    if count == 0:
-        return IndexEmpty(index=index, backend=cx.name)
-    ranked_legs = [q.ranked(answers[i], cosine=(leg == "knn")) for i, leg in enumerate(legs)]
-    if cx.mode == "hybrid":
-        results = q.rrf(ranked_legs, k=cx.opts.rrf_k, top_k=top_k)
-    else:
-        results = ranked_legs[0][:top_k] if ranked_legs else []
-    if not results:
-        return NoMatch(index=index, backend=cx.name, searched=count)
-    hits = [
-        Hit.from_stored(
-            rank=n,
-            score=r.score,
-            score_scale=scale.name,
-            passage=passage_from_source(r.doc_id, r.source),
-        )
-        for n, r in enumerate(results, start=1)
-    ]
-    # The count is a separate search of the same request: a write landing between the two
-    # could make it smaller than the hits; the index held at least as many as it returned.
-    return Searched(
-        index=index,
-        backend=cx.name,
-        hits=hits,
-        searched=max(count, len(hits)),
-        scale=scale,
-    )
+    return list(answers)

@@ -1,8 +1,10 @@
 """Search requests (BM25, kNN, hybrid) and reciprocal rank fusion.
 
-Every search is one ``_msearch`` round trip: the ranked leg(s) plus a ``match_all`` count, so
-an answer always says how many passages the index holds (``NO_MATCH`` versus ``INDEX_EMPTY``)
-without a second request.
+Every search is one ``_msearch`` round trip: the ranked leg(s), plus a ``match_all`` count
+when the process has none younger than ``count_ttl_s`` (``indexplug.counts``), so an answer
+always says how many passages the index holds without a request of its own.  A search that
+finds nothing counts afresh (``NO_MATCH`` versus ``INDEX_EMPTY`` is never decided by a kept
+count).
 
 Why client-side RRF: the server's ``rrf`` retriever lives in the ``rank-rrf`` x-pack module and
 needs a paid licence in 8.x; the integ-test-zip has neither ("unknown retriever [rrf]"), and a
