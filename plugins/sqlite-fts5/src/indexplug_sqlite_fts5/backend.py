@@ -530,6 +530,8 @@ class SqliteFts5Backend:
                 return IndexStatus(index=index, backend=self.name, exists=False, passages=0)
             count = int(self._meta(conn, "count") or 0)
             budget = self._meta(conn, "max_bytes")
+            tokens = pruning._averages(conn)[1]
+            in_memory = postings.fits(pruning.TermStats(tokens=tokens), self.postings_bytes)
             return IndexStatus(
                 index=index,
                 backend=self.name,
@@ -537,7 +539,12 @@ class SqliteFts5Backend:
                 passages=count,
                 bytes_used=self._size(conn),
                 max_bytes=int(budget) if budget else None,
-                details={"path": str(self.path(index))},
+                details={
+                    "path": str(self.path(index)),
+                    "tokens": tokens,
+                    # how searches are ranked: from postings held in memory, or by FTS5
+                    "ranking": "postings in memory" if in_memory else "fts5 (pruned)",
+                },
             )
         except (sqlite3.Error, NotAnIndex) as exc:
             return self._failure(index, exc, deadline)
