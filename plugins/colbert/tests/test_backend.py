@@ -164,12 +164,28 @@ def test_small_batches_share_one_small_segment_until_it_is_coded(make: Make) -> 
     assert isinstance(out, Searched)
 
 
-def test_segment_count_stays_bounded(make: Make) -> None:
-    g = make(codebook_min_tokens=64, max_segments=3)  # every batch of 8 is "large"
-    for b in range(8):
+SEGMENTS_AFTER = [1, 1, 2, 2, 2, 2, 3, 3, 3, 2, 3, 3, 3, 3, 4, 4]
+"""Segments after each of 16 batches of 104 tokens with ``merge_factor=2`` and 64 tokens the
+smallest coded segment (tiers of 64-127, 128-255, 256-511, ... tokens): a batch with a peer in
+its tier is written together with it (add 2: one segment of 208), and an add also merges two
+stored segments of the lowest tier holding two (add 5: 208 + 208 into 416; add 10: 416 + 416
+into 832), one cascade step per add."""
+
+
+def test_segments_merge_by_size_tier(make: Make) -> None:
+    """``merge_factor=2``: segments of one tier pair up into the next, like a binary counter,
+    so the count stays logarithmic in the batches and no add rewrites the whole index."""
+    g = make(codebook_min_tokens=64, merge_factor=2)  # every batch of 8 (104 tokens) is "large"
+    counts = []
+    for b in range(16):
         g.add("docs", corpus(8, f"b{b}"))
-    st = g.status("docs")
-    assert isinstance(st, IndexStatus) and st.passages == 64 and st.details["segments"] <= 3
+        st = g.status("docs")
+        assert isinstance(st, IndexStatus) and st.passages == 8 * (b + 1)
+        counts.append(st.details["segments"])
+    assert counts == [SEGMENTS_AFTER[b] for b in range(16)], counts
+    assert max(counts) <= 5  # log2(16) + 1
+    out = g.search("docs", "item3 alpha", top_k=3)
+    assert isinstance(out, Searched) and out.hits[0].passage.source.uri.endswith("/3")
 
 
 def test_rebuild_compacts_and_keeps_results(make: Make, tmp_path: Path) -> None:

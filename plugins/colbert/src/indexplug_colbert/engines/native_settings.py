@@ -19,7 +19,7 @@ OPTIONS = frozenset(
         "codebook_min_tokens",
         "centroids_per_sqrt",
         "kmeans_iterations",
-        "max_segments",
+        "merge_factor",
         "seed",
         "exhaustive",
         "embed_cache",
@@ -58,8 +58,9 @@ class NativeSettings:
     """Weight of the pooled similarity next to centroid interaction (0: interaction alone)."""
     nprobe: int = 2
     """Centroids probed per query token."""
-    max_segments: int = 12
-    """Above this many segments an add also merges the smallest ones (tiered merging)."""
+    merge_factor: int = 8
+    """Segments of one size tier (sizes within this factor of each other) that an add merges
+    into one segment of the next tier (tiered merging, see ``NativeEngine._add``)."""
     exhaustive: bool = False
     """Score every passage exactly (no candidate generation): the reference, and for tests."""
     embed_cache: bool | None = None
@@ -91,7 +92,7 @@ class NativeSettings:
             reach_pool=_int(options, "reach_pool", cls.reach_pool, 1),
             pooled_weight=weight,
             nprobe=_int(options, "nprobe", cls.nprobe, 1),
-            max_segments=_int(options, "max_segments", cls.max_segments, 2),
+            merge_factor=_int(options, "merge_factor", cls.merge_factor, 2),
             exhaustive=_bool(options, "exhaustive", cls.exhaustive),
             embed_cache=(
                 None
