@@ -449,6 +449,55 @@ def test_passages_the_graph_cannot_reach_are_found_by_an_exact_scan(
     assert ps[5].id not in {h.passage.id for h in few.hits}
 
 
+class _Unflushed:
+    """A collection whose vector index Chroma has not written yet: its ``query`` fails as a
+    Chroma server's does while a first write is being flushed (a race a test cannot time)."""
+
+    def __init__(self, coll: object) -> None:
+        self._coll = coll
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._coll, name)
+
+    def query(self, **kwargs: object) -> dict:
+        from chromadb.errors import InternalError
+
+        raise InternalError(
+            "Error executing plan: Internal error: Error creating hnsw segment reader: "
+            "Nothing found on disk"
+        )
+
+
+def test_a_vector_index_not_yet_on_disk_is_searched_exactly(
+    make_guard: MakeGuard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    g = make_guard()
+    ps = corpus(30)
+    assert isinstance(g.add("docs", ps), Indexed)
+    full = g.search("docs", "a note about otters and item5", top_k=30)
+    assert isinstance(full, Searched)
+    real = ChromaBackend._search_handle
+
+    def handle(self: ChromaBackend, client: object, index: str, emb: object) -> object:
+        coll = real(self, client, index, emb)
+        return None if coll is None else _Unflushed(coll)
+
+    monkeypatch.setattr(g.backend, "_search_handle", handle.__get__(g.backend))
+    out = g.search("docs", "a note about otters and item5", top_k=30)
+    assert isinstance(out, Searched) and out.searched == 30
+    assert [h.passage for h in out.hits] == [h.passage for h in full.hits]
+    assert [h.score for h in out.hits] == pytest.approx([h.score for h in full.hits], abs=1e-5)
+    few = g.search("docs", "a note about otters and item5", top_k=3)
+    assert isinstance(few, Searched) and [h.passage for h in few.hits] == [
+        h.passage for h in full.hits[:3]
+    ]
+    otters = g.search("docs", "a note about otters", top_k=10, filters={"topic": "otters"})
+    assert isinstance(otters, Searched)
+    assert {h.passage.id for h in otters.hits} == {
+        p.id for p in ps if p.metadata["topic"] == "otters"
+    }
+
+
 def test_two_instances_on_one_home_share_one_chroma_system(tmp_path: Path) -> None:
     """chromadb builds a folder's shared system without a lock: two clients created at once
     for one folder could get two systems on one SQLite file.  Both instances add at once."""

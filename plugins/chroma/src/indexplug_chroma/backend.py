@@ -527,14 +527,21 @@ class ChromaBackend:
                 return NoMatch(index=index, backend=self.name, searched=count)
             _in_time(deadline, "querying Chroma")
             where = records.where_clause(filters)
-            res = coll.query(
-                query_embeddings=[vector],
-                n_results=top_k,
-                where=where,
-                include=["documents", "metadatas", "distances"],
-            )
+            exact = False
+            try:
+                res = coll.query(
+                    query_embeddings=[vector],
+                    n_results=top_k,
+                    where=where,
+                    include=["documents", "metadatas", "distances"],
+                )
+            except Exception as exc:
+                if not _vector_index_unwritten(exc):
+                    raise
+                _in_time(deadline, "the exact scan")
+                res, exact = _exact_query(coll, vector, top_k, where), True
             got = len((res.get("ids") or [[]])[0])
-            if got < top_k:
+            if got < top_k and not exact:
                 # A short answer: every passage (matching the filter), or some the graph
                 # cannot reach.  Count what is stored and scan exactly if the graph missed any.
                 if where is None:
@@ -689,6 +696,18 @@ def _checked_vector(vector: Any, emb: Embedder) -> Vector:
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"embedder {emb.name} returned a vector with NaN or infinity")
     return arr
+
+
+UNWRITTEN_VECTOR_INDEX = "Nothing found on disk"
+"""What Chroma (1.x) says when a query reaches a collection whose vector index has not been
+written to disk yet, typically while another client's first writes to it are being flushed
+("Error creating hnsw segment reader: Nothing found on disk", chroma-core/chroma#4212).  The
+records are stored; only the graph is missing, so the search scans them exactly instead of
+failing."""
+
+
+def _vector_index_unwritten(exc: BaseException) -> bool:
+    return UNWRITTEN_VECTOR_INDEX in str(exc)
 
 
 def _exact_query(coll: Any, vector: Vector, top_k: int, where: Any) -> dict[str, Any]:
