@@ -121,18 +121,36 @@ def zipf_doc(rng: random.Random, length: int) -> str:
 
 # -- hypothesis: random corpora, queries, k and thresholds ----------------------------------
 
+RANDOM_CORPUS = {
+    "seed": st.integers(0, 2**32 - 1),
+    "n_docs": st.integers(1, 120),
+    "queries": st.lists(
+        st.lists(st.sampled_from(VOCAB + EXTRA), min_size=1, max_size=10), min_size=1, max_size=6
+    ),
+    "k": st.sampled_from([1, 2, 3, 5, 10, 25, 200]),
+    "deletions": st.integers(0, 15),
+}
+"""What both rankings are compared with FTS5 on: a corpus, some deleted, queries and k."""
+
+
+def random_index(seed: int, n_docs: int, deletions: int) -> sqlite3.Connection:
+    rng = random.Random(seed)
+    conn = new_index()
+    insert(conn, [zipf_doc(rng, rng.randint(1, 30)) for _ in range(n_docs)])
+    delete(conn, rng.sample(range(1, n_docs + 1), min(deletions, n_docs - 1)))
+    return conn
+
+
+def as_terms(words: list[str]) -> list[str]:
+    """Raw phrases, not just query_terms' output: several tokens, none, or stop words."""
+    return [t for t in dict.fromkeys(words) if t] or ["w0"]
+
 
 @settings(max_examples=120, deadline=None)
 @given(
-    seed=st.integers(0, 2**32 - 1),
-    n_docs=st.integers(1, 120),
-    queries=st.lists(
-        st.lists(st.sampled_from(VOCAB + EXTRA), min_size=1, max_size=10), min_size=1, max_size=6
-    ),
-    k=st.sampled_from([1, 2, 3, 5, 10, 25, 200]),
+    **RANDOM_CORPUS,
     guess=st.sampled_from([0.01, 0.3, 1.0, 5.0]),
     budget=st.sampled_from([0, 2, 16]),
-    deletions=st.integers(0, 15),
 )
 def test_pruned_equals_fts5_on_random_corpora(
     seed: int,
@@ -145,17 +163,12 @@ def test_pruned_equals_fts5_on_random_corpora(
 ) -> None:
     # guess: far too low (many candidates), typical, too high (a second round) or above any
     # score (every round fails and the plain query answers).  budget 0 is plain MaxScore.
-    rng = random.Random(seed)
-    conn = new_index()
-    insert(conn, [zipf_doc(rng, rng.randint(1, 30)) for _ in range(n_docs)])
-    delete(conn, rng.sample(range(1, n_docs + 1), min(deletions, n_docs - 1)))
+    conn = random_index(seed, n_docs, deletions)
     stats = pruning.TermStats()
     old = (pruning.FIRST_GUESS, pruning.BUILD_BUDGET)
     pruning.FIRST_GUESS, pruning.BUILD_BUDGET = guess, budget
     try:
-        for words in queries:
-            # raw phrases, not just query_terms' output: several tokens, none, or stop words
-            terms = [t for t in dict.fromkeys(words) if t] or ["w0"]
+        for terms in map(as_terms, queries):
             assert pruned(conn, stats, terms, k) == reference(conn, terms, k), terms
     finally:
         pruning.FIRST_GUESS, pruning.BUILD_BUDGET = old
@@ -218,13 +231,7 @@ def test_bounds_are_above_every_real_contribution() -> None:
 
 @settings(max_examples=120, deadline=None)
 @given(
-    seed=st.integers(0, 2**32 - 1),
-    n_docs=st.integers(1, 120),
-    queries=st.lists(
-        st.lists(st.sampled_from(VOCAB + EXTRA), min_size=1, max_size=10), min_size=1, max_size=6
-    ),
-    k=st.sampled_from([1, 2, 3, 5, 10, 25, 200]),
-    deletions=st.integers(0, 15),
+    **RANDOM_CORPUS,
     dense=st.booleans(),
     budget=st.sampled_from([1 << 30, 256, 0]),
 )
@@ -239,17 +246,13 @@ def test_in_memory_equals_fts5_on_random_corpora(
 ) -> None:
     # dense: scores in an array indexed by rowid, or (forced) one entry per distinct row; a
     # small budget makes the held postings start over mid-search (0: before every term)
-    rng = random.Random(seed)
-    conn = new_index()
-    insert(conn, [zipf_doc(rng, rng.randint(1, 30)) for _ in range(n_docs)])
-    delete(conn, rng.sample(range(1, n_docs + 1), min(deletions, n_docs - 1)))
+    conn = random_index(seed, n_docs, deletions)
     stats = pruning.TermStats()
     old = (postings.DENSE_SLACK, postings.DENSE_MIN)
     if not dense:
         postings.DENSE_SLACK, postings.DENSE_MIN = 0, 0
     try:
-        for words in queries + queries:  # the second time from the held postings
-            terms = [t for t in dict.fromkeys(words) if t] or ["w0"]
+        for terms in map(as_terms, queries + queries):  # the second time from held postings
             assert in_memory(conn, stats, terms, k, budget) == reference(conn, terms, k)
     finally:
         postings.DENSE_SLACK, postings.DENSE_MIN = old
