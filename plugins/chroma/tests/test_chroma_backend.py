@@ -412,14 +412,21 @@ class _Unreachable:
         return {k: [[v[0][i] for i in keep]] if k in rows and v else v for k, v in res.items()}
 
 
-def _hide(backend: ChromaBackend, monkeypatch: pytest.MonkeyPatch, hidden: set[str]) -> None:
+def _wrap_collections(
+    backend: ChromaBackend, monkeypatch: pytest.MonkeyPatch, wrap: Callable[[object], object]
+) -> None:
+    """Searches of ``backend`` see every collection through ``wrap`` (a fault injected)."""
     real = ChromaBackend._search_handle
 
     def handle(self: ChromaBackend, client: object, index: str, emb: object) -> object:
         coll = real(self, client, index, emb)
-        return None if coll is None else _Unreachable(coll, hidden)
+        return None if coll is None else wrap(coll)
 
     monkeypatch.setattr(backend, "_search_handle", handle.__get__(backend))
+
+
+def _hide(backend: ChromaBackend, monkeypatch: pytest.MonkeyPatch, hidden: set[str]) -> None:
+    _wrap_collections(backend, monkeypatch, lambda coll: _Unreachable(coll, hidden))
 
 
 def test_passages_the_graph_cannot_reach_are_found_by_an_exact_scan(
@@ -476,13 +483,7 @@ def test_a_vector_index_not_yet_on_disk_is_searched_exactly(
     assert isinstance(g.add("docs", ps), Indexed)
     full = g.search("docs", "a note about otters and item5", top_k=30)
     assert isinstance(full, Searched)
-    real = ChromaBackend._search_handle
-
-    def handle(self: ChromaBackend, client: object, index: str, emb: object) -> object:
-        coll = real(self, client, index, emb)
-        return None if coll is None else _Unflushed(coll)
-
-    monkeypatch.setattr(g.backend, "_search_handle", handle.__get__(g.backend))
+    _wrap_collections(g.backend, monkeypatch, _Unflushed)
     out = g.search("docs", "a note about otters and item5", top_k=30)
     assert isinstance(out, Searched) and out.searched == 30
     assert [h.passage for h in out.hits] == [h.passage for h in full.hits]
