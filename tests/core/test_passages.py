@@ -151,6 +151,40 @@ def test_trusted_construction_builds_what_model_construct_builds() -> None:
     assert (partial.a, partial.b) == (1, 5) and partial.model_fields_set == {"a"}
 
 
+def test_a_maker_is_checked_once_and_copies_never_touch_the_shared_fields_set() -> None:
+    """``indexplug.construct.maker``: the builder behind ``Hit.from_stored`` and
+    ``stored_passage`` exists only for a frozen plain model named field for field, and the one
+    fields set its models share is never changed by copying them."""
+    from indexplug.construct import maker
+    from indexplug.outcomes import Hit
+    from pydantic import BaseModel, ConfigDict
+
+    class Loose(BaseModel):
+        a: int
+
+    class Frozen(BaseModel):
+        model_config = ConfigDict(frozen=True)
+        a: int
+        b: int = 0
+
+    assert maker(Loose, ("a",)) is None  # not frozen: assignment would add to the shared set
+    assert maker(Frozen, ("a",)) is None  # not every field named
+    assert maker(Frozen, ("a", "b", "b")) is None
+    make = maker(Frozen, ("a", "b"))
+    assert make is not None
+    one, two = make({"a": 1, "b": 2}), make({"a": 3, "b": 4})
+    assert (one.a, two.b) == (1, 4) and one == Frozen(a=1, b=2)
+    p = Passage.create("Otters hold hands.", "file:///o.md")
+    h1 = Hit.from_stored(rank=1, score=1.0, score_scale="s", passage=p)
+    h2 = Hit.from_stored(rank=2, score=0.5, score_scale="s", passage=p)
+    before = set(h2.model_fields_set)
+    moved = h1.model_copy(update={"rank": 3})
+    assert moved.rank == 3 and h1.rank == 1
+    assert h2.model_fields_set == before == set(Hit.model_fields)
+    with pytest.raises(Exception):
+        h1.rank = 5  # type: ignore[misc]  # frozen: nothing can add to the shared set
+
+
 _scalars = st.one_of(
     st.text(max_size=30),
     st.integers(-(2**63), 2**63 - 1),

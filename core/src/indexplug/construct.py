@@ -16,6 +16,7 @@ go through ``model_construct`` itself, so the shortcut can never build something
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from typing import Any, TypeVar
 
@@ -39,6 +40,39 @@ def _plain(cls: type[BaseModel]) -> frozenset[str] | None:
     ):
         return None
     return frozenset(fields)
+
+
+def maker(cls: type[M], names: tuple[str, ...]) -> Callable[[dict[str, Any]], M] | None:
+    """A builder of ``cls`` from dicts naming exactly ``names``, checked once, here.
+
+    For the hot paths (every hit of every search): :func:`construct` compares each dict's keys
+    with the model's fields, a fifth of its cost; a caller that always passes the same literal
+    keys has that comparison done once.  ``None`` when ``cls`` is not a plain model with exactly
+    those fields (the caller then uses :func:`construct`), or not frozen.
+
+    Every model it builds shares one ``__pydantic_fields_set__`` (all fields): allocating that
+    set was two fifths of building a passage.  Sharing is safe for frozen models only, which is
+    why only they get a maker: pydantic adds to the set on attribute assignment (refused when
+    frozen), and ``model_copy`` copies it before adding the updated names.
+    """
+    if (
+        _plain(cls) != frozenset(names)
+        or len(set(names)) != len(names)
+        or not cls.model_config.get("frozen")
+    ):
+        return None
+    fields = set(names)
+    new = cls.__new__
+
+    def make(values: dict[str, Any]) -> M:
+        m = new(cls)
+        _set(m, "__dict__", values)
+        _set(m, "__pydantic_fields_set__", fields)
+        _set(m, "__pydantic_extra__", None)
+        _set(m, "__pydantic_private__", None)
+        return m
+
+    return make
 
 
 def construct(cls: type[M], values: dict[str, Any]) -> M:

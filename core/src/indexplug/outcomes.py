@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from indexplug.construct import construct
+from indexplug.construct import construct, maker
 from indexplug.passages import Passage
 
 
@@ -77,16 +77,19 @@ class Hit(BaseModel):
         scale, each passage's content address), so validating here would only repeat it, at
         about a tenth of a fast search's time (:mod:`indexplug.construct`).
         """
-        return construct(
-            cls,
-            {
-                "rank": rank,
-                "score": score,
-                "score_scale": score_scale,
-                "passage": passage,
-                "untrusted": True,
-            },
-        )
+        values = {
+            "rank": rank,
+            "score": score,
+            "score_scale": score_scale,
+            "passage": passage,
+            "untrusted": True,
+        }
+        if cls is Hit and _make_hit is not None:
+            return _make_hit(values)
+        return construct(cls, values)
+
+
+_make_hit = maker(Hit, ("rank", "score", "score_scale", "passage", "untrusted"))
 
 
 class Searched(_Outcome):

@@ -20,7 +20,7 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
-from indexplug.construct import construct
+from indexplug.construct import construct, maker
 
 MetadataValue = str | int | float | bool
 """Metadata is flat on purpose: every backend can store and filter on scalars."""
@@ -143,6 +143,8 @@ class Passage(BaseModel):
         (``IndexFailed``) with a clear reason, instead of a validation error deep in a plugin.
         """
         src = source if isinstance(source, Source) else Source.model_validate(source)
+        if cls is Passage:
+            return stored_passage(id, text, src, start, end, document_sha256, dict(metadata or {}))
         return construct(
             cls,
             {
@@ -187,6 +189,37 @@ class Passage(BaseModel):
         return cls.model_validate(fields, context=_ID_COMPUTED)
 
 
+_make_passage = maker(
+    Passage, ("id", "text", "source", "document_sha256", "start", "end", "metadata")
+)
+
+
+def stored_passage(
+    id: str,
+    text: str,
+    source: Source,
+    start: int,
+    end: int,
+    document_sha256: str | None,
+    metadata: dict[str, MetadataValue],
+) -> Passage:
+    """:meth:`Passage.from_stored` for the hot path of rebuilding every hit of a search:
+    positional, ``source`` already a :class:`Source`, and ``metadata`` a dict the passage may
+    keep (the caller's own, not shared with another passage).  No check, as ``from_stored``."""
+    values = {
+        "id": id,
+        "text": text,
+        "source": source,
+        "document_sha256": document_sha256,
+        "start": start,
+        "end": end,
+        "metadata": metadata,
+    }
+    if _make_passage is None:  # pragma: no cover - only if Passage stopped being plain
+        return construct(Passage, values)
+    return _make_passage(values)
+
+
 def provenance_json(p: Passage) -> str:
     """Everything of a passage but its id and text, as one JSON object (keys as the passage's
     fields: ``source``, ``start``, ``end``, ``document_sha256`` when set, ``metadata``).
@@ -227,15 +260,7 @@ def passage_from_provenance(id: str, text: str, provenance: str) -> Passage:
     the id check (:meth:`Passage.from_stored`: the guard compares id and content, so a record
     altered behind the backend's back is reported, not served)."""
     source, start, end, doc_sha, metadata = _provenance(provenance)
-    return Passage.from_stored(
-        id=id,
-        text=text,
-        source=source,
-        start=start,
-        end=end,
-        document_sha256=doc_sha,
-        metadata=metadata or None,
-    )
+    return stored_passage(id, text, source, start, end, doc_sha, dict(metadata))
 
 
 def sha256_bytes(data: bytes) -> str:

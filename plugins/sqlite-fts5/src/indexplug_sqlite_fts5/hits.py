@@ -1,8 +1,8 @@
 """Hits from stored rows, without paying pydantic's per-object overhead.
 
-Rows become passages and hits through :func:`indexplug.construct.construct` (what
-``model_construct`` does, without walking every field's metadata per object): the guard checks
-every hit anyway.  What is left here is reading a row: the source JSON parsed once per distinct
+Rows become passages and hits through :func:`indexplug.passages.stored_passage` and
+:meth:`indexplug.outcomes.Hit.from_stored` (what ``model_construct`` does, without walking every
+field's metadata per object): the guard checks every hit anyway.  What is left here is reading a row: the source JSON parsed once per distinct
 source, the metadata JSON only when there is some.
 """
 
@@ -12,9 +12,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from indexplug.construct import construct
 from indexplug.outcomes import Hit
-from indexplug.passages import Passage, source_from_json
+from indexplug.passages import Passage, source_from_json, stored_passage
 
 
 def passage_from_row(row: Sequence[Any]) -> Passage:
@@ -24,16 +23,8 @@ def passage_from_row(row: Sequence[Any]) -> Passage:
     backend's back still comes out, and the guard refuses to serve it with a clear reason.
     """
     pid, text, source, doc_sha, start, end, metadata = row
-    values = {
-        "id": pid,
-        "text": text,
-        "source": source_from_json(source),
-        "document_sha256": doc_sha,
-        "start": start,
-        "end": end,
-        "metadata": json.loads(metadata) if metadata != "{}" else {},
-    }
-    return construct(Passage, values)
+    meta = json.loads(metadata) if metadata != "{}" else {}
+    return stored_passage(pid, text, source_from_json(source), start, end, doc_sha, meta)
 
 
 def hit(rank: int, score: float, scale: str, passage: Passage) -> Hit:
