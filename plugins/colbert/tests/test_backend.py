@@ -188,6 +188,79 @@ def test_segments_merge_by_size_tier(make: Make) -> None:
     assert isinstance(out, Searched) and out.hits[0].passage.source.uri.endswith("/3")
 
 
+def test_a_merge_keeps_the_codes_of_segments_on_the_same_codebook(
+    make: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Merged passages coded with the codebook the merged segment gets are not assigned again,
+    and every coded segment's maps are still a nearest-centroid coding of its tokens: each
+    passage's centroids are nearest (to float rounding: the product's rounding depends on how
+    many rows it is computed with, so a token equally near two centroids may go to either) to
+    some token of it and every token has its nearest among them; pooled vectors as computed
+    afresh."""
+    import json
+    import shutil
+
+    from indexplug_colbert import segments
+    from indexplug_colbert.store import CENTROIDS
+
+    assigned: list[int] = []
+    real_assign = segments.assign
+
+    def counting(vectors: object, centroids: np.ndarray) -> np.ndarray:
+        assigned.append(len(vectors))  # type: ignore[arg-type]
+        return real_assign(vectors, centroids)
+
+    monkeypatch.setattr(segments, "assign", counting)
+    coded: list[int] = []
+    real_code = segments.code_segment
+
+    def code(path: Path, centroids: np.ndarray, reused: object = ()) -> None:
+        coded.append(len(np.load(path / "scales.npy", mmap_mode="r")))
+        real_code(path, centroids, reused)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("indexplug_colbert.transaction.code_segment", code)
+    g = make(codebook_min_tokens=64, merge_factor=2)
+    batches = [corpus(8, f"b{b}") for b in range(12)]
+    for b in batches[:6]:
+        g.add("docs", b)
+    g.remove("docs", [batches[0][1].id, batches[2][5].id, batches[4][0].id])  # gaps to skip
+    for b in batches[6:]:
+        g.add("docs", b)
+    assert sum(assigned) < sum(coded)  # some merged passages kept their codes
+    store = tmp_path / "home" / "docs" / "native"
+    manifest = json.loads((store / "manifest.json").read_text())
+    checked = 0
+    for seg in manifest["segments"]:
+        if seg["codebook"] is None:
+            continue
+        path = store / seg["name"]
+        centroids = np.load(store / seg["codebook"] / CENTROIDS).astype(np.float64)
+        sims = segments.rows(path)[:].astype(np.float64) @ centroids.T
+        best = sims.max(axis=1)
+        offsets = np.load(path / "offsets.npy")
+        codes, code_offsets = (
+            np.load(path / "doc_codes.npy"),
+            np.load(path / "doc_code_offsets.npy"),
+        )
+        lists, list_docs = np.load(path / "lists.npy"), np.load(path / "list_docs.npy")
+        for d in range(len(offsets) - 1):
+            near = (
+                sims[offsets[d] : offsets[d + 1]] >= best[offsets[d] : offsets[d + 1], None] - 1e-5
+            )
+            mine = codes[code_offsets[d] : code_offsets[d + 1]]
+            assert near[:, mine].any(axis=1).all() and near[:, mine].any(axis=0).all(), d
+            assert all(d in list_docs[lists[c] : lists[c + 1]] for c in mine)
+        assert len(list_docs) == len(codes)
+        fresh = tmp_path / f"fresh-{seg['name']}"
+        shutil.copytree(path, fresh)
+        real_code(fresh, np.load(store / seg["codebook"] / CENTROIDS))
+        assert np.array_equal(np.load(path / "pooled.npy"), np.load(fresh / "pooled.npy"))
+        checked += 1
+    assert checked >= 2
+    out = g.search("docs", "item3 alpha", top_k=3)
+    assert isinstance(out, Searched) and out.hits[0].passage.source.uri.endswith("/3")
+
+
 def test_rebuild_compacts_and_keeps_results(make: Make, tmp_path: Path) -> None:
     g = make(exhaustive=True, codebook_min_tokens=200)
     ps = corpus(60)

@@ -129,6 +129,11 @@ def segment_lists(codes: NDArray[np.int32], doc_offsets: I64, k: int) -> Segment
     ndocs = len(doc_offsets) - 1
     docs = np.repeat(np.arange(ndocs, dtype=np.int64), np.diff(doc_offsets))
     pairs = np.unique(docs * k + codes.astype(np.int64))  # sorted by passage, then centroid
+    return lists_from_pairs(pairs, ndocs, k)
+
+
+def lists_from_pairs(pairs: I64, ndocs: int, k: int) -> SegmentLists:
+    """Both maps of a segment from its distinct ``passage * k + centroid`` pairs, ascending."""
     pair_docs = pairs // k
     pair_codes = (pairs % k).astype(np.int32)
     d_off = np.zeros(ndocs + 1, dtype=np.int64)
@@ -142,6 +147,17 @@ def segment_lists(codes: NDArray[np.int32], doc_offsets: I64, k: int) -> Segment
         doc_offsets=d_off,
         doc_codes=pair_codes,
     )
+
+
+def doc_pairs(lists: SegmentLists, docs: I64, first: int, k: int) -> I64:
+    """The ``passage * k + centroid`` pairs of passages ``docs`` of a coded segment, renumbered
+    ``first, first + 1, ...`` (a merge into a segment coded with the same codebook: a passage's
+    centroids do not change, so its tokens need not be assigned again)."""
+    starts = lists.doc_offsets[docs]
+    lengths = lists.doc_offsets[docs + 1] - starts
+    codes = np.asarray(lists.doc_codes)[_ranges(starts, lengths)].astype(np.int64)
+    new = np.repeat(np.arange(first, first + len(docs), dtype=np.int64), lengths)
+    return new * k + codes
 
 
 def probe(query: F32, centroids: F32, nprobe: int) -> Probe:

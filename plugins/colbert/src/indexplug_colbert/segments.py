@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from indexplug_colbert.candidates import SegmentLists, assign, pooled_vectors, segment_lists
+from indexplug_colbert.candidates import (
+    SegmentLists,
+    assign,
+    doc_pairs,
+    lists_from_pairs,
+    pooled_vectors,
+)
 from indexplug_colbert.codec import Block, DequantizedRows
 from indexplug_colbert.manifest import SegmentMeta, StoreError
 
@@ -155,14 +161,53 @@ def rows(path: Path) -> DequantizedRows:
     )
 
 
-def code_segment(path: Path, centroids: NDArray[np.float32]) -> None:
+@dataclass(frozen=True)
+class Reused:
+    """Passages ``first``, ``first + 1``, ... of a segment being coded are the passages ``docs``
+    of ``source`` (a merge), and ``source`` was coded with the same codebook."""
+
+    first: int
+    source: Segment
+    docs: NDArray[np.int64]
+
+
+def code_segment(path: Path, centroids: NDArray[np.float32], reused: Sequence[Reused] = ()) -> None:
     """Assign every token of the segment at ``path`` to a centroid, write both maps and the
-    passages' pooled vectors."""
+    passages' pooled vectors.
+
+    Passages named in ``reused`` keep the centroids and pooled vectors their source segment
+    has: with the same codebook and the same stored vectors, assigning them again would give
+    the same centroids (but for a token equally near two of them to within float rounding,
+    which the product's row count can tip either way) and the same pooled vectors, and
+    assignment (a product with the whole codebook) is most of what writing a segment costs once
+    the codebook has thousands of centroids.  Only the other passages' tokens are assigned.
+    """
     vectors = rows(path)
     offsets = np.load(path / "offsets.npy")
-    codes = assign(vectors, centroids)
-    lists = segment_lists(codes, offsets, len(centroids))
-    save(path / "pooled.npy", pooled_vectors(vectors.codes, vectors.scales, offsets))
+    k, ndocs = len(centroids), len(offsets) - 1
+    pooled = np.zeros((ndocs, vectors.codes.shape[1]), dtype=np.float32)
+    covered = np.zeros(ndocs, dtype=bool)
+    pairs: list[NDArray[np.int64]] = []
+    for r in reused:
+        stop = r.first + len(r.docs)
+        lists, source_pooled = r.source.lists, r.source.pooled
+        if lists is None or source_pooled is None or len(r.docs) == 0:
+            continue
+        pairs.append(doc_pairs(lists, r.docs, r.first, k))
+        pooled[r.first : stop] = source_pooled[r.docs]
+        covered[r.first : stop] = True
+    todo = np.flatnonzero(~covered)
+    for run in np.split(todo, np.flatnonzero(np.diff(todo) != 1) + 1) if len(todo) else []:
+        a, b = int(run[0]), int(run[-1]) + 1
+        lo, hi = int(offsets[a]), int(offsets[b])
+        local = offsets[a : b + 1] - lo
+        codes = assign(DequantizedRows(vectors.codes[lo:hi], vectors.scales[lo:hi]), centroids)
+        docs = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(local))
+        pairs.append(np.unique(docs * k + codes.astype(np.int64)))
+        pooled[a:b] = pooled_vectors(vectors.codes[lo:hi], vectors.scales[lo:hi], local)
+    every = np.sort(np.concatenate(pairs)) if pairs else np.zeros(0, dtype=np.int64)
+    lists = lists_from_pairs(every, ndocs, k)
+    save(path / "pooled.npy", pooled)
     save(path / "lists.npy", lists.list_offsets)
     save(path / "list_docs.npy", lists.list_docs)
     save(path / "doc_codes.npy", lists.doc_codes)

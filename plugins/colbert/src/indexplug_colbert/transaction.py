@@ -28,6 +28,7 @@ from indexplug_colbert.candidates import codebook_size, train_centroids
 from indexplug_colbert.manifest import CodebookMeta, Manifest, SegmentMeta
 from indexplug_colbert.segments import (
     PassageData,
+    Reused,
     code_segment,
     fsync_dir,
     rows,
@@ -68,8 +69,12 @@ class Transaction:
         tokens: int,
         check: Check = _no_check,
         retrain: bool = False,
+        reused: Sequence[Reused] = (),
     ) -> SegmentMeta:
-        """Write a segment of ``docs`` and code it if it is large enough (module docstring)."""
+        """Write a segment of ``docs`` and code it if it is large enough (module docstring);
+        ``reused`` says which of them a merge takes from which stored segment, so that those
+        coded with the codebook this segment gets keep their codes
+        (:func:`~indexplug_colbert.segments.code_segment`)."""
         folder = self.store.folder
         meta = write_segment(
             folder, self.generation, docs, count=count, tokens=tokens, dim=self.store.dim
@@ -78,7 +83,8 @@ class Transaction:
         if tokens >= self.store.settings.min_tokens:
             book = self._codebook_for(folder / meta.name, tokens, retrain, check)
             check("coding the segment")
-            code_segment(folder / meta.name, self.store.centroids(book.name))
+            same = [r for r in reused if r.source.codebook == book.name]
+            code_segment(folder / meta.name, self.store.centroids(book.name), same)
             meta = replace(meta, codebook=book.name)
         self.segments.append(meta)
         return meta
@@ -137,7 +143,13 @@ class Transaction:
                 yield from stored(self.base.views[s].segment, docs)
             yield from extra
 
-        self.add_segment(stream(), count=count, tokens=tokens, check=check, retrain=retrain)
+        reused, first = [], 0
+        for s, docs in lives.items():
+            reused.append(Reused(first, self.base.views[s].segment, docs))
+            first += len(docs)
+        self.add_segment(
+            stream(), count=count, tokens=tokens, check=check, retrain=retrain, reused=reused
+        )
 
     def drop_segments(self, names: Iterable[str]) -> None:
         gone = set(names)
