@@ -2,8 +2,9 @@
 
 Rows become passages and hits through :func:`indexplug.passages.stored_passage` and
 :meth:`indexplug.outcomes.Hit.from_stored` (what ``model_construct`` does, without walking every
-field's metadata per object): the guard checks every hit anyway.  What is left here is reading a row: the source JSON parsed once per distinct
-source, the metadata JSON only when there is some.
+field's metadata per object): the guard checks every hit anyway.  What is left here is
+reading a row: the source JSON parsed once per distinct source, the metadata JSON only when
+there is some.
 """
 
 from __future__ import annotations
