@@ -239,12 +239,31 @@ def test_a_cooperative_plugin_that_overruns_is_still_a_timeout() -> None:
     assert isinstance(out, IndexTimeout) and out.deadline_s == 0.1
 
 
-def test_a_passage_tampered_after_it_was_served_intact_is_still_refused() -> None:
-    """The guard remembers verified passages; a changed field is hashed again, not trusted."""
+@pytest.mark.parametrize("secret_key", [True, False], ids=["remembered", "hashed every time"])
+def test_a_passage_tampered_after_it_was_served_intact_is_still_refused(
+    secret_key: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard remembers verified passages while Python's hash key is secret, and hashes
+    every hit when it is not (``PYTHONHASHSEED`` set); either way a changed field is hashed
+    again, not trusted."""
+    import indexplug.guard as guard_module
+
+    monkeypatch.setattr(guard_module, "HASH_KEY_SECRET", secret_key)
+    hashed: list[str] = []
+    real = Passage.expected_id
+
+    def counting(self: Passage) -> str:
+        hashed.append(self.id)
+        return real(self)
+
+    monkeypatch.setattr(Passage, "expected_id", counting)
     fake = Fake(searched(hit(1, 2.0)))
     guard = Guard(fake)
     assert isinstance(guard.search("i", "q"), Searched)
-    assert isinstance(guard.search("i", "q"), Searched)  # served from the memory
+    before = len(hashed)
+    assert before >= 1 and hashed[-1] == P1.id  # the first time, it is hashed
+    assert isinstance(guard.search("i", "q"), Searched)
+    assert hashed[before:] == ([] if secret_key else [P1.id])  # remembered, or hashed again
     same_length = P1.text[:-1] + ("?" if P1.text[-1] != "?" else "!")
     for change in (
         {"text": P1.text + "!"},

@@ -17,6 +17,8 @@ Whatever a plugin does, the caller gets exactly one allowed outcome:
 from __future__ import annotations
 
 import math
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -54,6 +56,14 @@ VERIFIED_CACHE = 65_536
 """Passages whose integrity the guard remembers having checked (a fingerprint of each, about
 150 bytes, not its text): enough for every passage a top-100 search touches on a corpus like
 SciFact's 5,183 abstracts, where 4,096 remembered passages missed 42% of the time."""
+HASH_KEY_SECRET = bool(sys.flags.hash_randomization) and (
+    os.environ.get("PYTHONHASHSEED", "random") == "random"
+)
+"""Whether Python's string hash is keyed by a secret drawn when the interpreter started (the
+default).  The guard's memory of intact passages (:meth:`Guard._intact`) is only sound then:
+with ``PYTHONHASHSEED`` set to a number (reproducible builds, test runners) the key is known,
+and altered text whose hash equals a remembered passage's could be crafted offline, so every
+hit's content address is recomputed instead."""
 READY_TTL_S = 1.0
 """A *ready* answer is trusted this long; a not-ready one is asked again on every call."""
 
@@ -82,6 +92,8 @@ class Guard:
         self._ready_lock = threading.Lock()
         self._verified: set[int] = set()
         """Fingerprints of passages already found intact (see :meth:`_intact`)."""
+        self._remember = HASH_KEY_SECRET
+        """Whether that memory is used (see :data:`HASH_KEY_SECRET`)."""
         caps = getattr(backend, "capabilities", None)
         claim = getattr(caps, "cooperative_deadlines", False)
         self._inline: bool | frozenset[str] = (
@@ -399,8 +411,11 @@ class Guard:
         integer per passage in a set (rather than a tuple per id in a dict) is what a search
         touches per hit, which matters more than instructions once the hits' objects are out
         of the CPU's caches.  The memory is bounded (:data:`VERIFIED_CACHE` fingerprints, then
-        it starts over).
+        it starts over).  Only while the hash key is secret (:data:`HASH_KEY_SECRET`);
+        otherwise every passage is hashed.
         """
+        if not self._remember:
+            return p.id == p.expected_id()
         text = p.text
         fingerprint = hash((p.id, hash(text), len(text), p.source.uri, p.start, p.end))
         if fingerprint in self._verified:
