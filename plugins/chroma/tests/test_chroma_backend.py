@@ -20,6 +20,7 @@ from indexplug import (
     IndexUnavailable,
     NoMatch,
     OverBudget,
+    Passage,
     Removed,
     Searched,
 )
@@ -429,21 +430,35 @@ def _hide(backend: ChromaBackend, monkeypatch: pytest.MonkeyPatch, hidden: set[s
     _wrap_collections(backend, monkeypatch, lambda coll: _Unreachable(coll, hidden))
 
 
-def test_passages_the_graph_cannot_reach_are_found_by_an_exact_scan(
-    make_guard: MakeGuard, monkeypatch: pytest.MonkeyPatch
-) -> None:
+EVERY = "a note about otters and item5"
+"""A query asked for all 30 passages of ``corpus(30)`` in the fault tests below."""
+
+
+def _indexed(make_guard: MakeGuard) -> tuple[Guard, list[Passage], Searched]:
+    """30 passages indexed, and the answer to :data:`EVERY` before any fault."""
     g = make_guard()
     ps = corpus(30)
     assert isinstance(g.add("docs", ps), Indexed)
-    full = g.search("docs", "a note about otters and item5", top_k=30)
+    full = g.search("docs", EVERY, top_k=30)
     assert isinstance(full, Searched) and len(full.hits) == 30
-    hidden = {ps[5].id, ps[17].id}
-    _hide(g.backend, monkeypatch, hidden)
-    # Asked for every passage: the graph's short answer is completed, in the same order.
-    out = g.search("docs", "a note about otters and item5", top_k=30)
+    return g, ps, full
+
+
+def _same_answer(out: object, full: Searched) -> None:
+    """``out`` answers :data:`EVERY` as ``full`` did: the same passages in the same order."""
     assert isinstance(out, Searched) and out.searched == 30
     assert [h.passage for h in out.hits] == [h.passage for h in full.hits]
     assert [h.score for h in out.hits] == pytest.approx([h.score for h in full.hits], abs=1e-5)
+
+
+def test_passages_the_graph_cannot_reach_are_found_by_an_exact_scan(
+    make_guard: MakeGuard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    g, ps, full = _indexed(make_guard)
+    hidden = {ps[5].id, ps[17].id}
+    _hide(g.backend, monkeypatch, hidden)
+    # Asked for every passage: the graph's short answer is completed, in the same order.
+    _same_answer(g.search("docs", EVERY, top_k=30), full)
     # The same with a filter: 6 passages are about otters, one of them hidden.
     otters = g.search("docs", "a note about otters", top_k=10, filters={"topic": "otters"})
     assert isinstance(otters, Searched)
@@ -451,7 +466,7 @@ def test_passages_the_graph_cannot_reach_are_found_by_an_exact_scan(
         p.id for p in ps if p.metadata["topic"] == "otters"
     }
     # Asked for fewer than stored: approximate, like HNSW (no exact scan on every search).
-    few = g.search("docs", "a note about otters and item5", top_k=3)
+    few = g.search("docs", EVERY, top_k=3)
     assert isinstance(few, Searched) and len(few.hits) == 3
     assert ps[5].id not in {h.passage.id for h in few.hits}
 
@@ -478,17 +493,10 @@ class _Unflushed:
 def test_a_vector_index_not_yet_on_disk_is_searched_exactly(
     make_guard: MakeGuard, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    g = make_guard()
-    ps = corpus(30)
-    assert isinstance(g.add("docs", ps), Indexed)
-    full = g.search("docs", "a note about otters and item5", top_k=30)
-    assert isinstance(full, Searched)
+    g, ps, full = _indexed(make_guard)
     _wrap_collections(g.backend, monkeypatch, _Unflushed)
-    out = g.search("docs", "a note about otters and item5", top_k=30)
-    assert isinstance(out, Searched) and out.searched == 30
-    assert [h.passage for h in out.hits] == [h.passage for h in full.hits]
-    assert [h.score for h in out.hits] == pytest.approx([h.score for h in full.hits], abs=1e-5)
-    few = g.search("docs", "a note about otters and item5", top_k=3)
+    _same_answer(g.search("docs", EVERY, top_k=30), full)
+    few = g.search("docs", EVERY, top_k=3)
     assert isinstance(few, Searched) and [h.passage for h in few.hits] == [
         h.passage for h in full.hits[:3]
     ]
