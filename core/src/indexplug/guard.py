@@ -53,9 +53,10 @@ MAX_REMOVE_IDS = 100_000
 GRACE_S = 0.2
 """How long past the deadline the guard waits for the plugin's own (more precise) answer."""
 VERIFIED_CACHE = 65_536
-"""Passages whose integrity the guard remembers having checked (a fingerprint of each, about
-150 bytes, not its text): enough for every passage a top-100 search touches on a corpus like
-SciFact's 5,183 abstracts, where 4,096 remembered passages missed 42% of the time."""
+"""Passages whose integrity the guard remembers having checked (a 64-bit fingerprint of each,
+about 60 bytes with the set's slot, not its text): enough for every passage a top-100 search
+touches on a corpus like SciFact's 5,183 abstracts, where 4,096 remembered passages missed 42%
+of the time."""
 HASH_KEY_SECRET = bool(sys.flags.hash_randomization) and (
     os.environ.get("PYTHONHASHSEED", "random") == "random"
 )
@@ -407,7 +408,9 @@ class Guard:
         about five times cheaper than the canonical SHA-256 and cached on the string), the uri
         and the span, folded into one 64-bit hash.  A passage whose fingerprint is remembered
         is intact without hashing again; any other is hashed.  Passing off altered text would
-        take a 64-bit collision of hashes keyed by a key that never leaves the process.  One
+        take its fingerprint colliding with one of the remembered ones (at most
+        :data:`VERIFIED_CACHE`, so about one chance in 2**48 per try) under hashes keyed by a key
+        that never leaves the process.  One
         integer per passage in a set (rather than a tuple per id in a dict) is what a search
         touches per hit, which matters more than instructions once the hits' objects are out
         of the CPU's caches.  The memory is bounded (:data:`VERIFIED_CACHE` fingerprints, then
