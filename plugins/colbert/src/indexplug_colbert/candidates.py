@@ -126,10 +126,15 @@ def train_centroids(
 
 def segment_lists(codes: NDArray[np.int32], doc_offsets: I64, k: int) -> SegmentLists:
     """Both maps of a segment from each token's centroid."""
+    return lists_from_pairs(token_pairs(codes, doc_offsets, k), len(doc_offsets) - 1, k)
+
+
+def token_pairs(codes: NDArray[np.int32], doc_offsets: I64, k: int, first: int = 0) -> I64:
+    """The distinct ``passage * k + centroid`` pairs, ascending, of passages numbered ``first``,
+    ``first + 1``, ... whose tokens (``doc_offsets``, from 0) have the centroids ``codes``."""
     ndocs = len(doc_offsets) - 1
-    docs = np.repeat(np.arange(ndocs, dtype=np.int64), np.diff(doc_offsets))
-    pairs = np.unique(docs * k + codes.astype(np.int64))  # sorted by passage, then centroid
-    return lists_from_pairs(pairs, ndocs, k)
+    docs = np.repeat(np.arange(first, first + ndocs, dtype=np.int64), np.diff(doc_offsets))
+    return np.unique(docs * k + codes.astype(np.int64))
 
 
 def lists_from_pairs(pairs: I64, ndocs: int, k: int) -> SegmentLists:

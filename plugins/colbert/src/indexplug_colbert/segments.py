@@ -34,6 +34,7 @@ from indexplug_colbert.candidates import (
     doc_pairs,
     lists_from_pairs,
     pooled_vectors,
+    token_pairs,
 )
 from indexplug_colbert.codec import Block, DequantizedRows
 from indexplug_colbert.manifest import SegmentMeta, StoreError
@@ -202,8 +203,7 @@ def code_segment(path: Path, centroids: NDArray[np.float32], reused: Sequence[Re
         lo, hi = int(offsets[a]), int(offsets[b])
         local = offsets[a : b + 1] - lo
         codes = assign(DequantizedRows(vectors.codes[lo:hi], vectors.scales[lo:hi]), centroids)
-        docs = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(local))
-        pairs.append(np.unique(docs * k + codes.astype(np.int64)))
+        pairs.append(token_pairs(codes, local, k, first=a))
         pooled[a:b] = pooled_vectors(vectors.codes[lo:hi], vectors.scales[lo:hi], local)
     every = np.sort(np.concatenate(pairs)) if pairs else np.zeros(0, dtype=np.int64)
     lists = lists_from_pairs(every, ndocs, k)
