@@ -346,3 +346,94 @@ def test_a_worker_stopped_at_its_timeout_leaves_nothing_behind(
     done = _worker(["indexplug sqlite-fts5", str(ds), "--repeats", "1"], timeout=600)
     assert isinstance(done, dict) and done["quality"]["ndcg_at_10"] == 1.0
     assert list(scratch.iterdir()) == []
+
+
+def test_a_pair_in_one_process_is_measured_in_turns_and_judges_the_overhead(
+    tmp_path: Path,
+) -> None:
+    from indexplug_bench.paired import measure_pair
+    from indexplug_bench.report import targets
+
+    ds = tiny_beir(tmp_path / "tiny")
+    one = measure_pair(
+        "indexplug sqlite-fts5",
+        "raw sqlite3 FTS5 (same query)",
+        str(ds),
+        top_k=10,
+        ctx={},
+        warmup=1,
+        workdir=tmp_path / "work",
+    )
+    assert one["answered"] == {"system": 1, "raw": 1} and one["same_top_hit"] == 1
+    assert one["failures"] == {"system": {}, "raw": {}}
+    lat = one["latency_ms"]
+    assert one["ratio_p50"] == pytest.approx(lat["system"]["p50"] / lat["raw"]["p50"], rel=0.01)
+
+    out = tmp_path / "paired.json"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "indexplug_bench",
+            "paired",
+            "--scifact",
+            str(ds),
+            "--only",
+            "indexplug sqlite-fts5",
+            "--no-elastic",
+            "--repeats",
+            "2",
+            "--top-k",
+            "10",
+            "--out",
+            str(out),
+        ],
+        check=True,
+    )
+    (pair,) = json.loads(out.read_text())["paired"]
+    assert pair["repeats"] == 2 and len(pair["ratio_p50"]) == 2
+    assert pair["raw"] == "raw sqlite3 FTS5 (same query)" and pair["same_top_hit"] == 1
+
+    # the verdict comes from the pair; the separate-process ratio is shown beside it
+    machine = {"cores": 2, "memory_gib": 1, "platform": "x", "python": "3.11", "versions": {}}
+
+    def row(system: str, p50: float, raw_of: str | None = None) -> dict[str, Any]:
+        return {
+            "system": system,
+            "dataset": "scifact",
+            "top_k": 10,
+            "raw_of": raw_of,
+            "latency_ms": {"p50": [p50], "p95": [p50], "p99": [p50], "mean": [p50]},
+            "index_passages_per_s": [1.0],
+            "quality": None,
+            "size_bytes": 1,
+            "peak_rss_mb": 1.0,
+            "failures": {},
+        }
+
+    quality = [row("indexplug sqlite-fts5", 3.0, pair["raw"]), row(pair["raw"], 2.0)]
+    judged = {
+        a: (c, d)
+        for a, _, c, d in targets(
+            {"quality": quality, "paired": [{**pair, "ratio_p50": [1.05, 1.02, 1.2]}]}
+        )
+    }
+    measured, verdict = judged[f"overhead of indexplug sqlite-fts5 over {pair['raw']}, top 10"]
+    assert verdict == "met" and measured.startswith("1.05x in turns in one process")
+    assert "1.50x between processes (3.00 / 2.00 ms)" in measured
+    apart = {a: d for a, _, _, d in targets({"quality": quality})}
+    assert apart[f"overhead of indexplug sqlite-fts5 over {pair['raw']}, top 10"] == "not met"
+
+    merged = merge(
+        [
+            {"machine": machine, "command": "run", "quality": quality, "scale": [], "skipped": {}},
+            json.loads(out.read_text()),
+        ]
+    )
+    assert [r["run"] for r in merged["paired"]] == [1]
+    md = tmp_path / "b.md"
+    render(merged, md, tmp_path / "img")
+    text = md.read_text()
+    assert "## Overhead, in turns in one process" in text
+    assert f"| indexplug sqlite-fts5 | {pair['raw']} | 10 |" in text
+    assert "| 1 of 1 |" in text

@@ -1,7 +1,9 @@
 """``python -m indexplug_bench run``: every available system, then the report.
 
-``run`` measures (each system in its own subprocess) and writes the results JSON;
-``report`` renders ``docs/benchmarks.md`` and the charts from a results JSON.
+``run`` measures (each system in its own subprocess) and writes the results JSON; ``paired``
+measures each indexplug system against its raw library in one process, in turns query by query
+(the framework's overhead); ``report`` renders ``docs/benchmarks.md`` and the charts from
+results files.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from indexplug_bench import machine
+from indexplug_bench.paired import combine_pairs
 from indexplug_bench.report import merge, render
-from indexplug_bench.systems import MINILM, SCALE_SYSTEMS, SYSTEMS, System
+from indexplug_bench.systems import MINILM, SCALE_SYSTEMS, SYSTEMS, System, by_name
 from indexplug_bench.warm import warm
 
 REPO = Path(__file__).resolve().parents[4]
@@ -177,8 +180,9 @@ def combine(rows: list[dict[str, Any]], *, group: list[str]) -> dict[str, Any]:
     }
 
 
-def run(a: argparse.Namespace) -> None:
-    command = "python -m indexplug_bench " + " ".join(shlex.quote(x) for x in sys.argv[1:])
+def _start_elastic(a: argparse.Namespace) -> tuple[dict[str, Any], Any]:
+    """The workers' context (``elastic_url``) and the node started for this run, if any (when
+    neither ``--elastic-url`` nor ``--no-elastic`` was given)."""
     ctx: dict[str, Any] = {"elastic_url": a.elastic_url}
     cluster = None
     if not ctx["elastic_url"] and not a.no_elastic:
@@ -191,38 +195,58 @@ def run(a: argparse.Namespace) -> None:
             ctx["elastic_url"] = cluster.urls[0]
         except Exception as exc:
             print(f"elastic: not started ({exc})", file=sys.stderr)
-    results: dict[str, Any] = {
+    return ctx, cluster
+
+
+def _results() -> dict[str, Any]:
+    return {
         "machine": machine.describe(),
-        "command": command,
+        "command": "python -m indexplug_bench " + " ".join(shlex.quote(x) for x in sys.argv[1:]),
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         "quality": [],
         "scale": [],
         "skipped": {},
     }
+
+
+def _warm_cache(
+    a: argparse.Namespace, ctx: dict[str, Any], names: list[str], results: dict[str, Any]
+) -> None:
+    """With ``--embed-cache``: every worker (a subprocess) reads passage vectors from it (see
+    :mod:`indexplug_bench.warm`); SciFact is embedded into it first, timed, for the dense
+    systems among ``names``."""
+    if not a.embed_cache:
+        return
+    os.environ["INDEXPLUG_EMBED_CACHE"] = str(a.embed_cache)
+    results["embedding"] = []
+    dense = [
+        s
+        for s in SYSTEMS
+        if s.name in names and f"embedder:{MINILM}" in s.needs and available(s, ctx) is None
+    ]
+    for tokens in (False, True):
+        these = [s for s in dense if ("tokens" in s.name) == tokens]
+        if these:
+            print(f"warm {MINILM} for {len(these)} systems (tokens: {tokens})", file=sys.stderr)
+            results["embedding"].append(warm(a.scifact, MINILM, a.embed_cache, tokens=tokens))
+            a.out.write_text(json.dumps(results, indent=1))
+
+
+def _picked(a: argparse.Namespace, system: System) -> bool:
+    return not a.only or any(o in system.name for o in a.only)
+
+
+def run(a: argparse.Namespace) -> None:
+    ctx, cluster = _start_elastic(a)
+    results = _results()
     extra = ["--elastic-url", ctx["elastic_url"]] if ctx.get("elastic_url") else []
     if a.warmup:
         extra += ["--warmup", str(a.warmup)]
-    if a.embed_cache:
-        # every worker (a subprocess) inherits it: see indexplug_bench.warm
-        os.environ["INDEXPLUG_EMBED_CACHE"] = str(a.embed_cache)
-        results["embedding"] = []
-        dense = [
-            s
-            for s in SYSTEMS
-            if (not a.only or any(o in s.name for o in a.only))
-            and f"embedder:{MINILM}" in s.needs
-            and available(s, ctx) is None
-        ]
-        for tokens in (False, True):
-            these = [s for s in dense if ("tokens" in s.name) == tokens]
-            if these:
-                print(f"warm {MINILM} for {len(these)} systems (tokens: {tokens})", file=sys.stderr)
-                results["embedding"].append(warm(a.scifact, MINILM, a.embed_cache, tokens=tokens))
-                a.out.write_text(json.dumps(results, indent=1))
+    _warm_cache(a, ctx, [s.name for s in SYSTEMS if _picked(a, s)], results)
     try:
         chosen: list[System] = []
         for system in SYSTEMS:
-            if a.only and not any(o in system.name for o in a.only):
+            if not _picked(a, system):
                 continue
             why = available(system, ctx)
             if why:
@@ -303,6 +327,59 @@ def run(a: argparse.Namespace) -> None:
         render(results, a.markdown, a.markdown.parent / "img")
 
 
+def paired(a: argparse.Namespace) -> None:
+    """Every chosen indexplug system against its raw library in one process, query by query in
+    turns (:mod:`indexplug_bench.paired`), ``--repeats`` processes each."""
+    ctx, cluster = _start_elastic(a)
+    results = {**_results(), "paired": []}
+    extra = ["--elastic-url", ctx["elastic_url"]] if ctx.get("elastic_url") else []
+    extra += ["--warmup", str(a.warmup)]
+    pairs = [
+        (s, by_name(s.raw_of))
+        for s in SYSTEMS
+        if s.kind == "indexplug" and s.raw_of and _picked(a, s)
+    ]
+    _warm_cache(a, ctx, [n for s, r in pairs for n in (s.name, r.name)], results)
+    try:
+        for system, raw in pairs:
+            label = f"{system.name} with {raw.name}"
+            why = available(system, ctx) or available(raw, ctx)
+            if why is None and not a.embed_cache and (_expensive(system) or _expensive(raw)):
+                why = "needs --embed-cache (each repeat would embed the corpus twice)"
+            if why:
+                results["skipped"][label] = why
+                print(f"skip {label}: {why}", file=sys.stderr)
+                continue
+            print(f"pair {label} on {a.scifact}", file=sys.stderr)
+            rows = []
+            for _ in range(a.repeats):
+                res = _worker(
+                    [
+                        system.name,
+                        str(a.scifact),
+                        "--top-k",
+                        str(a.top_k),
+                        "--paired-with",
+                        raw.name,
+                        *extra,
+                    ],
+                    timeout=a.timeout,
+                )
+                if isinstance(res, str):
+                    results["skipped"][label] = res
+                    print(f"     {res}", file=sys.stderr)
+                    break
+                rows.append(res)
+            else:
+                results["paired"].append(combine_pairs(rows))
+            a.out.write_text(json.dumps(results, indent=1))
+    finally:
+        if cluster is not None:
+            cluster.stop()
+    results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
+    a.out.write_text(json.dumps(results, indent=1))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(prog="indexplug_bench")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -340,6 +417,23 @@ def main() -> None:
     r.add_argument("--timeout", type=float, default=3600)
     r.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.json")
     r.add_argument("--markdown", type=Path, default=REPO / "docs" / "benchmarks.md")
+    pr = sub.add_parser(
+        "paired",
+        help="each indexplug system against its raw library in one process, query by query in "
+        "turns: the framework's overhead without the spread between processes",
+    )
+    pr.add_argument("--scifact", type=Path, default=REPO.parent / "shared/data/beir/scifact")
+    pr.add_argument("--repeats", type=int, default=5, help="processes per pair")
+    pr.add_argument("--top-k", type=int, default=100, help="hits per SciFact query")
+    pr.add_argument("--only", nargs="*", default=None, help="substrings of system names")
+    pr.add_argument("--elastic-url", default=None)
+    pr.add_argument("--no-elastic", action="store_true")
+    pr.add_argument("--embed-cache", type=Path, default=None, help="as for run (dense pairs)")
+    pr.add_argument(
+        "--warmup", type=int, default=1, help="untimed passes over the queries, in turns"
+    )
+    pr.add_argument("--timeout", type=float, default=3600)
+    pr.add_argument("--out", type=Path, required=True)
     w = sub.add_parser(
         "warm",
         help="fill an embedding cache with SciFact's vectors, timed, into a results file "
@@ -367,6 +461,8 @@ def main() -> None:
     a = p.parse_args()
     if a.cmd == "run":
         run(a)
+    elif a.cmd == "paired":
+        paired(a)
     elif a.cmd == "warm":
         started = time.strftime("%Y-%m-%d %H:%M:%S")
         row = warm(a.scifact, MINILM, a.embed_cache, tokens=a.tokens)

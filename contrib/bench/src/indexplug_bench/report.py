@@ -8,6 +8,9 @@ from typing import Any
 
 from indexplug_bench.systems import SYSTEMS
 
+PARTS = ("quality", "scale", "embedding", "paired")
+"""The kinds of rows a results file holds (``paired``: :mod:`indexplug_bench.paired`)."""
+
 
 def _med(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
@@ -35,13 +38,10 @@ def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "quality": [],
         "scale": [],
         "embedding": [],
+        "paired": [],
         "skipped": {},
     }
-    rows: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {
-        "quality": {},
-        "scale": {},
-        "embedding": {},
-    }
+    rows: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {part: {} for part in PARTS}
     for results in runs:
         offset = len(merged["runs"])
         if "runs" in results:  # already merged: its rows say which of its runs made them
@@ -54,30 +54,34 @@ def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
                     if results.get(k) is not None
                 }
             )
-        for part in ("quality", "scale", "embedding"):
+        for part in PARTS:
             for row in results.get(part) or []:
                 if part == "embedding":
                     if not row.get("computed"):
                         continue  # a warm-up that found every vector cached measured nothing
                     key: tuple[Any, ...] = (row["embedder"], row.get("dataset"))
+                elif part == "paired":
+                    key = (row["system"], row["raw"], row.get("dataset"), row.get("top_k"))
                 else:
                     key = (row["system"], row.get("dataset"), row.get("top_k"))
                 rows[part][key] = {**row, "run": offset + row.get("run", 0)}
         merged["skipped"].update(results.get("skipped") or {})
         merged.setdefault("scale_notes", {}).update(results.get("scale_notes") or {})
-    for part in ("quality", "scale", "embedding"):
+    for part in PARTS:
         merged[part] = list(rows[part].values())
     # a run whose every row a later run replaced is no longer a source of the page: drop it
     # and renumber, so the list of commands names only the ones behind a figure
-    used = sorted({r["run"] for part in ("quality", "scale", "embedding") for r in merged[part]})
+    used = sorted({r["run"] for part in PARTS for r in merged[part]})
     if used != list(range(len(merged["runs"]))):
         renumber = {old: new for new, old in enumerate(used)}
         merged["runs"] = [merged["runs"][i] for i in used]
-        for part in ("quality", "scale", "embedding"):
+        for part in PARTS:
             merged[part] = [{**r, "run": renumber[r["run"]]} for r in merged[part]]
-    done = {r["system"] for r in merged["quality"]} | {
-        f"{r['system']} @ {r['passages']}" for r in merged["scale"]
-    }
+    done = (
+        {r["system"] for r in merged["quality"]}
+        | {f"{r['system']} @ {r['passages']}" for r in merged["scale"]}
+        | {f"{r['system']} with {r['raw']}" for r in merged["paired"]}
+    )
     merged["skipped"] = {k: v for k, v in merged["skipped"].items() if k not in done}
     merged["machine"] = merged["runs"][-1].get("machine", {}) if merged["runs"] else {}
     return merged
@@ -266,21 +270,7 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         ]
         if smaller:
             out.append(_memory_verdict(sorted([*smaller, big], key=lambda r: r["passages"])))
-    for r in sorted(quality, key=lambda r: (r["system"], r.get("top_k") or 0)):
-        raw = row(r["raw_of"], r.get("top_k")) if r.get("raw_of") else None
-        if raw is None:
-            continue
-        ratio = _p50(r) / _p50(raw)
-        out.append(
-            (
-                f"overhead of {r['system']} over {raw['system']}, top {r.get('top_k')}",
-                "<= 1.10x median latency",
-                # three decimals where two would round onto the target and hide the verdict
-                (f"{ratio:.3f}x" if round(ratio, 2) == 1.10 else f"{ratio:.2f}x")
-                + f" ({_p50(r):.2f} / {_p50(raw):.2f} ms)",
-                "met" if ratio <= 1.10 else "not met",
-            )
-        )
+    out += _overheads(results)
     for k in sorted({r.get("top_k") for r in quality if r.get("top_k")}):
         mine, bm25s, rank = row("indexplug sqlite-fts5", k), row("bm25s", k), row("rank_bm25", k)
         if mine and bm25s:
@@ -303,6 +293,96 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 )
             )
     return out
+
+
+def _ratio(x: float) -> str:
+    # three decimals where two would round onto the target and hide the verdict
+    return f"{x:.3f}x" if round(x, 2) == OVERHEAD else f"{x:.2f}x"
+
+
+OVERHEAD = 1.10
+"""The issue's target: the framework's median search latency at most 10% above the raw
+library's."""
+
+
+def _overheads(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """The overhead target for every indexplug system with a raw library, per top k.
+
+    Judged from the pair measured in one process (:mod:`indexplug_bench.paired`: the median
+    over its processes of each one's ratio of medians) where there is one, since two systems
+    in separate processes differ by the processes' luck as well; the ratio between the
+    separate-process rows of the quality table is given beside it, and judges alone where no
+    pair was measured."""
+    quality = results.get("quality") or []
+    pairs = {(r["system"], r.get("top_k")): r for r in results.get("paired") or []}
+    out = []
+    keys = {(r["system"], r.get("top_k")) for r in quality if r.get("raw_of")} | set(pairs)
+    for system, k in sorted(keys, key=lambda x: (x[0], x[1] or 0)):
+        mine = next((r for r in quality if r["system"] == system and r.get("top_k") == k), None)
+        raw_name = pairs[(system, k)]["raw"] if (system, k) in pairs else (mine or {}).get("raw_of")
+        raw = next((r for r in quality if r["system"] == raw_name and r.get("top_k") == k), None)
+        apart = _p50(mine) / _p50(raw) if mine and raw else None
+        apart_text = (
+            f"{_ratio(apart)} between processes ({_p50(mine):.2f} / {_p50(raw):.2f} ms)"
+            if apart is not None
+            else None
+        )
+        pair = pairs.get((system, k))
+        if pair is not None:
+            ratio = _med(pair["ratio_p50"])
+            measured = (
+                f"{_ratio(ratio)} in turns in one process ({_spread(pair['ratio_p50'], '{:.3f}')} "
+                f"over {pair['repeats']} processes; {_med(pair['p50_ms']['system']):.2f} / "
+                f"{_med(pair['p50_ms']['raw']):.2f} ms)"
+            )
+            if apart_text:
+                measured += f"; {apart_text}"
+        elif apart is not None and apart_text is not None:
+            ratio, measured = apart, apart_text
+        else:
+            continue
+        out.append(
+            (
+                f"overhead of {system} over {raw_name}, top {k}",
+                f"<= {OVERHEAD:.2f}x median latency",
+                measured,
+                "met" if ratio <= OVERHEAD else "not met",
+            )
+        )
+    return out
+
+
+def _paired_section(results: dict[str, Any]) -> list[str]:
+    pairs = results.get("paired") or []
+    if not pairs:
+        return []
+    lines = [
+        "## Overhead, in turns in one process",
+        "",
+        "Each indexplug system and its raw library in the same process, each with its own "
+        "index, every query asked of both one right after the other (the order alternating "
+        "query by query), after a warm-up pass in the same turns; each repeat a fresh process "
+        "(`python -m indexplug_bench paired`).  Fresh processes of one and the same system "
+        "differ by more than the 10% target on this machine, so the target is judged from "
+        "these ratios: the median over the processes of each process's ratio of medians, with "
+        "the spread.  *Same top hit*: queries (of every process, at least) whose first hit "
+        "was the same on both sides.",
+        "",
+        "| system | raw library | top k | system p50 ms | raw p50 ms | ratio of p50s "
+        "| per-query ratio, p50 | same top hit | load | run |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(pairs, key=lambda r: (r["system"], r.get("top_k") or 0)):
+        fails = {side: f for side, f in (r.get("failures") or {}).items() if f}
+        warn = f" ⚠ {fails}" if fails else ""
+        lines.append(
+            f"| {r['system']}{warn} | {r['raw']} | {r['top_k']} | "
+            f"{_spread(r['p50_ms']['system'])} | {_spread(r['p50_ms']['raw'])} | "
+            f"{_spread(r['ratio_p50'], '{:.3f}')} | {_spread(r['query_ratio_p50'], '{:.3f}')} | "
+            f"{r['same_top_hit']} of {r['queries']} | {_load(r)} | {r.get('run', 0) + 1} |"
+        )
+    lines.append("")
+    return lines
 
 
 def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
@@ -427,14 +507,16 @@ def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
             lines.append("")
         if "scale.png" in charts:
             lines += ["![latency and size against corpus size](img/scale.png)", ""]
+    lines += _paired_section(results)
     judged = targets(results)
     if judged:
         lines += [
             "## Against the targets",
             "",
-            "Judged from the rows above (medians of the repeats; a ratio compares the medians of "
-            "two systems, each with its own spread, measured in turns when both rows name the "
-            "same run).",
+            "Judged from the rows above (medians of the repeats).  An overhead is judged from "
+            "the pair measured in one process where there is one (the section above), else "
+            "from the ratio of the two systems' medians in the quality table, each with its own "
+            "spread, measured in turns when both rows name the same run.",
             "",
             "| figure | target | measured | verdict |",
             "|---|---|---|---|",

@@ -3,6 +3,8 @@
 ``python -m indexplug_bench.worker SYSTEM DATASET --repeats 3 --out result.json`` where DATASET
 is a BEIR folder or ``synthetic:N``.  Each repeat indexes into a fresh folder and runs every
 query once; quality comes from the last repeat (every system here is deterministic).
+``--paired-with RAW`` measures SYSTEM against RAW in this one process instead
+(:mod:`indexplug_bench.paired`).
 """
 
 from __future__ import annotations
@@ -175,11 +177,33 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=0, help="untimed passes over the queries")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--workdir", type=Path, default=None, help="where the indexes go")
+    p.add_argument(
+        "--paired-with",
+        default=None,
+        metavar="RAW",
+        help="measure SYSTEM against the system RAW in this process, query by query in turns "
+        "(indexplug_bench.paired); --repeats is then the caller's business (one pass here)",
+    )
     a = p.parse_args()
     ctx = {
         "elastic_url": a.elastic_url,
         "elastic_url_list": [a.elastic_url] if a.elastic_url else None,
     }
+    if a.paired_with:
+        from indexplug_bench.paired import measure_pair
+
+        with _workdir(a.workdir) as tmp:
+            pair = measure_pair(
+                a.system,
+                a.paired_with,
+                a.dataset,
+                top_k=a.top_k,
+                ctx=ctx,
+                warmup=a.warmup,
+                workdir=Path(tmp),
+            )
+        a.out.write_text(json.dumps(pair, indent=1))
+        return
     result = measure(
         a.system,
         a.dataset,

@@ -1,0 +1,154 @@
+"""An indexplug system and its raw library in one process, taking turns query by query.
+
+Why a second way of measuring the framework's overhead: the quality table runs every system in
+a process of its own, which is what peak memory needs, but two fresh processes of the *same*
+system on this machine differ by more than the 10% the overhead target allows (eight processes
+of indexplug elastic at top 100 against one node: p50 from 6.2 to 10.1 ms; where each process's
+memory lands in the caches, which core it gets, what the host lends away meanwhile).  A ratio of
+two such medians measures those accidents as much as the framework.
+
+Here both systems live in one process, each with its own index built as in the quality table,
+and every query is asked of both, one right after the other, the order alternating from query to
+query.  Whatever the machine does, it does to both within milliseconds; what is left between
+them is the work each does.  Each repeat is a fresh process (both indexes built again), so the
+spread of the ratio across repeats shows how far it still moves.
+
+The answers are compared too: each side's doc ids per query are kept, and the row says on how
+many queries the two returned the same top hit, so a side that got fast by answering something
+else (or nothing: failures are counted by outcome code) cannot pass unnoticed.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from indexplug_bench import machine
+from indexplug_bench.systems import Runner, by_name, fresh
+
+
+def _build(system: str, home: Path, ctx: dict[str, Any], batches: Any) -> tuple[Runner, float]:
+    """The system's runner with the whole corpus indexed, and its indexing seconds."""
+    runner = by_name(system).make(fresh(home), ctx)
+    took = 0.0
+    for batch in batches():
+        t = time.perf_counter()
+        runner.index(batch)
+        took += time.perf_counter() - t
+    t = time.perf_counter()
+    runner.finish()
+    return runner, took + time.perf_counter() - t
+
+
+def _summary(samples: list[float]) -> dict[str, float]:
+    s = sorted(samples)
+    return {
+        "p50": round(statistics.median(s), 3),
+        "p95": round(s[min(len(s) - 1, round(0.95 * (len(s) - 1)))], 3),
+        "mean": round(statistics.fmean(s), 3),
+    }
+
+
+def measure_pair(
+    system: str,
+    raw: str,
+    dataset: str,
+    *,
+    top_k: int,
+    ctx: dict[str, Any],
+    warmup: int,
+    workdir: Path,
+) -> dict[str, Any]:
+    """``system`` against ``raw`` on ``dataset`` in this process (see the module docstring).
+
+    ``warmup`` untimed passes over the queries come first, in the same turns.  Latencies are
+    in milliseconds; ``ratio_p50`` is the median of ``system``'s latencies over the median of
+    ``raw``'s, ``query_ratio_p50`` the median of the per-query ratios."""
+    from indexplug_bench.worker import load
+
+    name, size, batches, queries, _qrels = load(dataset)
+    load_before = os.getloadavg()[0]
+    clock = machine.cpu_clock()
+    cpu0 = time.process_time()
+    sides = {"system": system, "raw": raw}
+    runners: dict[str, Runner] = {}
+    index_s: dict[str, float] = {}
+    try:
+        for side, which in sides.items():
+            runners[side], index_s[side] = _build(which, workdir / side, ctx, batches)
+        order = list(sides)
+        times: dict[str, list[float]] = {side: [] for side in sides}
+        answers: dict[str, list[list[str]]] = {side: [] for side in sides}
+        for timed in [False] * warmup + [True]:
+            for i, (_qid, text) in enumerate(queries):
+                for side in order if i % 2 == 0 else order[::-1]:
+                    t = time.perf_counter()
+                    ids = runners[side].search(text, top_k)
+                    took = (time.perf_counter() - t) * 1000
+                    if timed:
+                        times[side].append(took)
+                        answers[side].append(ids)
+        failures = {side: dict(getattr(r, "failures", {}) or {}) for side, r in runners.items()}
+    finally:
+        for r in runners.values():
+            r.close()
+    same_top = sum(
+        1 for a, b in zip(answers["system"], answers["raw"], strict=True) if a[:1] == b[:1]
+    )
+    return {
+        "system": system,
+        "raw": raw,
+        "dataset": name,
+        "passages": size,
+        "queries": len(queries),
+        "top_k": top_k,
+        "warmup": warmup,
+        "latency_ms": {side: _summary(times[side]) for side in sides},
+        "ratio_p50": round(statistics.median(times["system"]) / statistics.median(times["raw"]), 4),
+        "query_ratio_p50": round(
+            statistics.median(a / b for a, b in zip(times["system"], times["raw"], strict=True)),
+            4,
+        ),
+        "same_top_hit": same_top,
+        "answered": {side: sum(1 for ids in answers[side] if ids) for side in sides},
+        "index_s": {side: round(s, 2) for side, s in index_s.items()},
+        "failures": failures,
+        "load_avg": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "cpu_s": round(time.process_time() - cpu0, 1),
+        "steal_pct": machine.steal_pct(clock, machine.cpu_clock()),
+    }
+
+
+def combine_pairs(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row from the repeats (one process each) of the same pair: every per-repeat figure
+    side by side, so the page can give the median and the spread."""
+    last = rows[-1]
+    return {
+        "system": last["system"],
+        "raw": last["raw"],
+        "dataset": last["dataset"],
+        "passages": last["passages"],
+        "queries": last["queries"],
+        "top_k": last["top_k"],
+        "warmup": last["warmup"],
+        "repeats": len(rows),
+        "p50_ms": {
+            side: [r["latency_ms"][side]["p50"] for r in rows] for side in ("system", "raw")
+        },
+        "ratio_p50": [r["ratio_p50"] for r in rows],
+        "query_ratio_p50": [r["query_ratio_p50"] for r in rows],
+        "same_top_hit": min(r["same_top_hit"] for r in rows),
+        "answered": {side: min(r["answered"][side] for r in rows) for side in ("system", "raw")},
+        "failures": {
+            side: {
+                code: sum(r["failures"][side].get(code, 0) for r in rows)
+                for code in {c for r in rows for c in r["failures"][side]}
+            }
+            for side in ("system", "raw")
+        },
+        "load_avg": [rows[0]["load_avg"][0], last["load_avg"][-1]],
+        "steal_pct": max((r.get("steal_pct") or 0.0 for r in rows), default=None),
+    }
