@@ -314,7 +314,13 @@ def _overheads(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     separate-process rows of the quality table is given beside it, and judges alone where no
     pair was measured."""
     quality = results.get("quality") or []
-    pairs = {(r["system"], r.get("top_k")): r for r in results.get("paired") or []}
+    # a system paired with several baselines over time is judged against its current one
+    baseline = {s.name: s.raw_of for s in SYSTEMS}
+    pairs: dict[tuple[str, Any], dict[str, Any]] = {}
+    for r in results.get("paired") or []:
+        key = (r["system"], r.get("top_k"))
+        if key not in pairs or r["raw"] == baseline.get(r["system"]):
+            pairs[key] = r
     out = []
     keys = {(r["system"], r.get("top_k")) for r in quality if r.get("raw_of")} | set(pairs)
     for system, k in sorted(keys, key=lambda x: (x[0], x[1] or 0)):

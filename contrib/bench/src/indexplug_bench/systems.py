@@ -421,17 +421,27 @@ class RawElasticSameQuery(RawElastic):
     shard, the whole ``_source`` returned.  What it does not do is the framework's work: no
     passage count beside the ranked leg (indexplug's answer says how many passages it searched,
     which is how it tells ``NO_MATCH`` from ``INDEX_EMPTY``), no provenance, no checks.
+
+    ``orjson``: the client parses answers with orjson, as the backend's client does (the
+    client's default is the standard library's ``json``, several times slower on a top-100
+    answer): the raw library exactly as the framework uses it underneath, so the framework's
+    choice of parser cannot hide its own cost.
     """
 
-    def __init__(self, home: Path, url: str) -> None:
+    def __init__(self, home: Path, url: str, *, orjson: bool = False) -> None:
         from elasticsearch import Elasticsearch
         from indexplug_elastic.analysis import EnglishAnalysis
         from indexplug_elastic.search import MAX_QUERY_TERMS
 
         self.analysis = EnglishAnalysis()
         self.max_terms = MAX_QUERY_TERMS
-        self.es = Elasticsearch(url, request_timeout=120)
-        self.name = f"raw-same-bench-{os.getpid()}"
+        if orjson:
+            from elasticsearch.serializer import OrjsonSerializer
+
+            self.es = Elasticsearch(url, request_timeout=120, serializer=OrjsonSerializer())
+        else:
+            self.es = Elasticsearch(url, request_timeout=120)
+        self.name = f"raw-same-bench-{os.getpid()}-{'orjson' if orjson else 'json'}"
         self.es.options(ignore_status=404).indices.delete(index=self.name)
         self.es.indices.create(
             index=self.name,
@@ -481,8 +491,9 @@ class System:
     raw_of: str | None = None
     """For an indexplug system: the raw system it is compared with (overhead ratio)."""
     versus: tuple[str, ...] = ()
-    """Other systems the targets compare it with (sqlite-fts5 against bm25s and rank_bm25):
-    measured alternating with it, as ``raw_of`` is."""
+    """Other systems measured alternating with it, as ``raw_of`` is: those the targets compare
+    it with (sqlite-fts5 against bm25s and rank_bm25), or another baseline worth seeing beside
+    it (elastic: the raw client with its default parser)."""
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -533,7 +544,8 @@ SYSTEMS: list[System] = [
         "indexplug",
         _ip("elastic", hosts="$ES", mode="bm25"),
         ("backend:elastic", "elastic-url"),
-        raw_of="raw elasticsearch (same query)",
+        raw_of="raw elasticsearch (same query, orjson)",
+        versus=("raw elasticsearch (same query)",),
     ),
     System(
         "indexplug elastic kNN (MiniLM)",
@@ -558,6 +570,14 @@ SYSTEMS: list[System] = [
         "raw",
         lambda h, c: RawElasticSameQuery(h, c["elastic_url"]),
         ("elasticsearch", "indexplug_elastic", "elastic-url"),
+        notes="the client's defaults (its answers parsed by the standard library's json)",
+    ),
+    System(
+        "raw elasticsearch (same query, orjson)",
+        "raw",
+        lambda h, c: RawElasticSameQuery(h, c["elastic_url"], orjson=True),
+        ("elasticsearch", "indexplug_elastic", "orjson", "elastic-url"),
+        notes="the client as the backend configures it (orjson), the overhead's baseline",
     ),
     System(
         "indexplug colbert native (hashing)",
