@@ -198,6 +198,11 @@ def _start_elastic(a: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     return ctx, cluster
 
 
+def _finished(a: argparse.Namespace, results: dict[str, Any]) -> None:
+    results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
+    a.out.write_text(json.dumps(results, indent=1))
+
+
 def _results() -> dict[str, Any]:
     return {
         "machine": machine.describe(),
@@ -321,8 +326,7 @@ def run(a: argparse.Namespace) -> None:
     finally:
         if cluster is not None:
             cluster.stop()
-    results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
-    a.out.write_text(json.dumps(results, indent=1))
+    _finished(a, results)
     if a.markdown:
         render(results, a.markdown, a.markdown.parent / "img")
 
@@ -376,8 +380,7 @@ def paired(a: argparse.Namespace) -> None:
     finally:
         if cluster is not None:
             cluster.stop()
-    results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
-    a.out.write_text(json.dumps(results, indent=1))
+    _finished(a, results)
 
 
 def main() -> None:

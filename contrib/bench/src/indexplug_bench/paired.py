@@ -28,27 +28,14 @@ from typing import Any
 
 from indexplug_bench import machine
 from indexplug_bench.systems import Runner, by_name, fresh
-
-
-def _build(system: str, home: Path, ctx: dict[str, Any], batches: Any) -> tuple[Runner, float]:
-    """The system's runner with the whole corpus indexed, and its indexing seconds."""
-    runner = by_name(system).make(fresh(home), ctx)
-    took = 0.0
-    for batch in batches():
-        t = time.perf_counter()
-        runner.index(batch)
-        took += time.perf_counter() - t
-    t = time.perf_counter()
-    runner.finish()
-    return runner, took + time.perf_counter() - t
+from indexplug_bench.worker import index_all, load, pct
 
 
 def _summary(samples: list[float]) -> dict[str, float]:
-    s = sorted(samples)
     return {
-        "p50": round(statistics.median(s), 3),
-        "p95": round(s[min(len(s) - 1, round(0.95 * (len(s) - 1)))], 3),
-        "mean": round(statistics.fmean(s), 3),
+        "p50": round(statistics.median(samples), 3),
+        "p95": round(pct(samples, 0.95), 3),
+        "mean": round(statistics.fmean(samples), 3),
     }
 
 
@@ -67,8 +54,6 @@ def measure_pair(
     ``warmup`` untimed passes over the queries come first, in the same turns.  Latencies are
     in milliseconds; ``ratio_p50`` is the median of ``system``'s latencies over the median of
     ``raw``'s, ``query_ratio_p50`` the median of the per-query ratios."""
-    from indexplug_bench.worker import load
-
     name, size, batches, queries, _qrels = load(dataset)
     load_before = os.getloadavg()[0]
     clock = machine.cpu_clock()
@@ -78,7 +63,8 @@ def measure_pair(
     index_s: dict[str, float] = {}
     try:
         for side, which in sides.items():
-            runners[side], index_s[side] = _build(which, workdir / side, ctx, batches)
+            runners[side] = by_name(which).make(fresh(workdir / side), ctx)
+            index_s[side] = index_all(runners[side], batches)
         order = list(sides)
         times: dict[str, list[float]] = {side: [] for side in sides}
         answers: dict[str, list[list[str]]] = {side: [] for side in sides}

@@ -25,7 +25,7 @@ from indexplug_bench import machine, synthetic
 from indexplug_bench.systems import SCALE_SYSTEMS, by_name, fresh
 
 
-def _pct(samples: list[float], q: float) -> float:
+def pct(samples: list[float], q: float) -> float:
     s = sorted(samples)
     return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
 
@@ -63,6 +63,22 @@ def quality(run: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> dict
         "recall_at_100": round(float(agg[R @ 100]), 4),
         "mrr_at_10": round(float(agg[RR @ 10]), 4),
     }
+
+
+def index_all(runner: Any, batches: Any) -> float:
+    """Index every batch of ``batches()`` and finish; the seconds the runner's own calls took.
+
+    Only the system's calls are timed: a synthetic corpus is generated batch by batch (not
+    held in memory, which would swell the peak), and that generation is not the system's work.
+    """
+    took = 0.0
+    for batch in batches():
+        t0 = time.perf_counter()
+        runner.index(batch)
+        took += time.perf_counter() - t0
+    t0 = time.perf_counter()
+    runner.finish()
+    return took + time.perf_counter() - t0
 
 
 @contextmanager
@@ -107,18 +123,7 @@ def measure(
                     runner.close()
                 home = fresh(Path(tmp) / f"rep{rep}")
                 runner = make(home, ctx)
-                # only the system's own calls are timed: a synthetic corpus is generated
-                # batch by batch (not held in memory, which would swell the peak), and that
-                # generation is not the system's work
-                took = 0.0
-                for batch in batches():
-                    t0 = time.perf_counter()
-                    runner.index(batch)
-                    took += time.perf_counter() - t0
-                t0 = time.perf_counter()
-                runner.finish()
-                took += time.perf_counter() - t0
-                index_pps.append(size / took)
+                index_pps.append(size / index_all(runner, batches))
                 size_bytes = runner.size_bytes()
             if rep >= repeats:
                 continue
@@ -135,7 +140,7 @@ def measure(
                 samples.append((time.perf_counter() - t) * 1000)
                 run[qid] = ids
             for key, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
-                lat[key].append(round(_pct(samples, q), 3))
+                lat[key].append(round(pct(samples, q), 3))
             lat["mean"].append(round(statistics.fmean(samples), 3))
         failures = dict(getattr(runner, "failures", {}) or {})
         note = getattr(runner, "note", None)
