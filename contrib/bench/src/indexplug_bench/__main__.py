@@ -198,6 +198,11 @@ def _start_elastic(a: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     return ctx, cluster
 
 
+def _elastic_args(ctx: dict[str, Any]) -> list[str]:
+    """The worker's arguments naming the node, if there is one."""
+    return ["--elastic-url", ctx["elastic_url"]] if ctx.get("elastic_url") else []
+
+
 def _finished(a: argparse.Namespace, results: dict[str, Any]) -> None:
     results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
     a.out.write_text(json.dumps(results, indent=1))
@@ -244,7 +249,7 @@ def _picked(a: argparse.Namespace, system: System) -> bool:
 def run(a: argparse.Namespace) -> None:
     ctx, cluster = _start_elastic(a)
     results = _results()
-    extra = ["--elastic-url", ctx["elastic_url"]] if ctx.get("elastic_url") else []
+    extra = _elastic_args(ctx)
     if a.warmup:
         extra += ["--warmup", str(a.warmup)]
     _warm_cache(a, ctx, [s.name for s in SYSTEMS if _picked(a, s)], results)
@@ -336,8 +341,7 @@ def paired(a: argparse.Namespace) -> None:
     turns (:mod:`indexplug_bench.paired`), ``--repeats`` processes each."""
     ctx, cluster = _start_elastic(a)
     results = {**_results(), "paired": []}
-    extra = ["--elastic-url", ctx["elastic_url"]] if ctx.get("elastic_url") else []
-    extra += ["--warmup", str(a.warmup)]
+    extra = [*_elastic_args(ctx), "--warmup", str(a.warmup)]
     pairs = [
         (s, by_name(s.raw_of))
         for s in SYSTEMS

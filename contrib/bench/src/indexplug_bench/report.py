@@ -216,6 +216,11 @@ def _memory_verdict(rows: list[dict[str, Any]]) -> tuple[str, str, str, str]:
     )
 
 
+def _row(quality: list[dict[str, Any]], system: str | None, top_k: Any) -> dict[str, Any] | None:
+    """The quality-table row of ``system`` at ``top_k``, if measured."""
+    return next((r for r in quality if r["system"] == system and r.get("top_k") == top_k), None)
+
+
 def _p50(row: dict[str, Any]) -> float:
     return float(_med(row["latency_ms"]["p50"]))
 
@@ -226,9 +231,6 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     be missing, never passed."""
     quality = results.get("quality") or []
     scale = results.get("scale") or []
-
-    def row(system: str, top_k: int) -> dict[str, Any] | None:
-        return next((r for r in quality if r["system"] == system and r.get("top_k") == top_k), None)
 
     out: list[tuple[str, str, str, str]] = []
     big = next(
@@ -272,7 +274,9 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             out.append(_memory_verdict(sorted([*smaller, big], key=lambda r: r["passages"])))
     out += _overheads(results)
     for k in sorted({r.get("top_k") for r in quality if r.get("top_k")}):
-        mine, bm25s, rank = row("indexplug sqlite-fts5", k), row("bm25s", k), row("rank_bm25", k)
+        mine, bm25s, rank = (
+            _row(quality, s, k) for s in ("indexplug sqlite-fts5", "bm25s", "rank_bm25")
+        )
         if mine and bm25s:
             ratio = _p50(mine) / _p50(bm25s)
             out.append(
@@ -324,9 +328,9 @@ def _overheads(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     out = []
     keys = {(r["system"], r.get("top_k")) for r in quality if r.get("raw_of")} | set(pairs)
     for system, k in sorted(keys, key=lambda x: (x[0], x[1] or 0)):
-        mine = next((r for r in quality if r["system"] == system and r.get("top_k") == k), None)
+        mine = _row(quality, system, k)
         raw_name = pairs[(system, k)]["raw"] if (system, k) in pairs else (mine or {}).get("raw_of")
-        raw = next((r for r in quality if r["system"] == raw_name and r.get("top_k") == k), None)
+        raw = _row(quality, raw_name, k)
         apart = _p50(mine) / _p50(raw) if mine and raw else None
         apart_text = (
             f"{_ratio(apart)} between processes ({_p50(mine):.2f} / {_p50(raw):.2f} ms)"
@@ -423,8 +427,8 @@ def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
         "ran every query once, untimed, before timing (steady-state latency: with systems in "
         "turns each repeat is a fresh process, whose first pass pays for every cache and for "
         "a JVM compiling its search path).",
-        "- In the quality and scale tables every system runs in its own process; figures are the median of the repeats with the "
-        "spread (min..max) in brackets.  An indexplug system and the systems it is compared "
+        "- In the quality and scale tables every system runs in its own process; figures are "
+        "the median of the repeats with the spread (min..max) in brackets.  An indexplug system and the systems it is compared "
         "with (its raw library for *p50 vs raw*; bm25s and rank_bm25 for sqlite-fts5) take "
         "turns repeat by repeat, the order reversing each time (A B C, C B A, ...; each repeat "
         "a fresh process and index), so none always meets the warmer server or the quieter "

@@ -435,12 +435,12 @@ class RawElasticSameQuery(RawElastic):
 
         self.analysis = EnglishAnalysis()
         self.max_terms = MAX_QUERY_TERMS
-        if orjson:
+        parser: dict[str, Any] = {}
+        if orjson:  # imported only here: the default variant does not need orjson installed
             from elasticsearch.serializer import OrjsonSerializer
 
-            self.es = Elasticsearch(url, request_timeout=120, serializer=OrjsonSerializer())
-        else:
-            self.es = Elasticsearch(url, request_timeout=120)
+            parser["serializer"] = OrjsonSerializer()
+        self.es = Elasticsearch(url, request_timeout=120, **parser)
         self.name = f"raw-same-bench-{os.getpid()}-{'orjson' if orjson else 'json'}"
         self.es.options(ignore_status=404).indices.delete(index=self.name)
         self.es.indices.create(
