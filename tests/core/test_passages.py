@@ -221,3 +221,43 @@ def test_a_passage_rebuilt_from_altered_provenance_shows_it() -> None:
     altered = provenance_json(p).replace('"end":8', '"end":9')
     back = passage_from_provenance(p.id, p.text, altered)
     assert back.end == 9 and back.id != back.expected_id()
+
+
+@given(
+    st.lists(
+        st.tuples(
+            texts,
+            st.text(min_size=1, max_size=30),
+            st.dictionaries(st.text(min_size=1, max_size=8), _scalars, max_size=3),
+            st.floats(allow_nan=False, allow_infinity=False),
+        ),
+        max_size=6,
+    )
+)
+def test_hits_built_in_one_pass_equal_those_built_one_by_one(
+    stored: list[tuple[str, str, dict[str, MetadataValue], float]],
+) -> None:
+    """``hits_from_provenance`` (elastic's and chroma's search path) gives exactly the hits
+    of ``Hit.from_stored`` around ``passage_from_provenance``: ranks 1..n in row order, equal
+    passages with their own metadata dicts, and copies that leave the shared fields set alone."""
+    from indexplug.outcomes import Hit, hits_from_provenance
+
+    passages = [Passage.create(t, u, metadata=m) for t, u, m, _ in stored]
+    rows = [(p.id, s, p.text, provenance_json(p)) for p, (*_, s) in zip(passages, stored)]
+    fast = hits_from_provenance(rows, "cosine")
+    slow = [
+        Hit.from_stored(
+            rank=n, score=s, score_scale="cosine", passage=passage_from_provenance(pid, t, prov)
+        )
+        for n, (pid, s, t, prov) in enumerate(rows, start=1)
+    ]
+    assert fast == slow
+    assert [h.rank for h in fast] == list(range(1, len(rows) + 1))
+    assert all(h.passage == p and h.untrusted for h, p in zip(fast, passages))
+    assert all(h.model_dump() == s.model_dump() for h, s in zip(fast, slow))
+    if fast:
+        fast[0].passage.metadata["x-changed"] = 1  # its own dict: no other hit sees it
+        assert hits_from_provenance(rows, "cosine")[0].passage.metadata == passages[0].metadata
+        moved = fast[-1].model_copy(update={"rank": 99})
+        assert moved.rank == 99 and fast[-1].model_fields_set == set(Hit.model_fields)
+        assert fast[-1].passage.model_fields_set == set(Passage.model_fields)

@@ -42,6 +42,13 @@ def _plain(cls: type[BaseModel]) -> frozenset[str] | None:
     return frozenset(fields)
 
 
+@cache
+def shared_fields_set(cls: type[BaseModel]) -> set[str]:
+    """The one ``__pydantic_fields_set__`` (all of ``cls``'s fields) that every frozen model
+    of ``cls`` built here shares; see :func:`maker` for why sharing it is safe."""
+    return set(cls.__pydantic_fields__)
+
+
 def maker(cls: type[M], names: tuple[str, ...]) -> Callable[[dict[str, Any]], M] | None:
     """A builder of ``cls`` from dicts naming exactly ``names``, checked once, here.
 
@@ -61,7 +68,7 @@ def maker(cls: type[M], names: tuple[str, ...]) -> Callable[[dict[str, Any]], M]
         or not cls.model_config.get("frozen")
     ):
         return None
-    fields = set(names)
+    fields = shared_fields_set(cls)
     new = cls.__new__
 
     def make(values: dict[str, Any]) -> M:

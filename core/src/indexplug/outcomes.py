@@ -12,13 +12,13 @@ orchestrator can branch on a stable string.  The distinctions matter for honesty
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from indexplug.construct import construct, maker
-from indexplug.passages import Passage
+from indexplug.construct import construct, maker, shared_fields_set
+from indexplug.passages import Passage, _make_passage, _provenance, passage_from_provenance
 
 
 class ScoreScale(BaseModel):
@@ -90,6 +90,76 @@ class Hit(BaseModel):
 
 
 _make_hit = maker(Hit, ("rank", "score", "score_scale", "passage", "untrusted"))
+
+_set = object.__setattr__
+
+
+def hits_from_provenance(
+    rows: Iterable[tuple[str, float, str, str]], score_scale: str
+) -> list[Hit]:
+    """Hits ranked 1, 2, ... from ``(id, score, text, provenance)`` rows, best first, where
+    ``provenance`` is :func:`~indexplug.passages.provenance_json` as stored: what a backend
+    keeping passages as an id, a text and one provenance string (Elasticsearch, Chroma) does
+    with every hit of every search.
+
+    The same as ``Hit.from_stored(passage=passage_from_provenance(...))`` per row, without
+    the check (the guard checks every hit), in one loop: a top-100 search rebuilds a hundred
+    passages right after the client has parsed its answer, when little of it is still in the
+    CPU's caches, and the per-hit calls of the two-step way (two builders, four attribute
+    stores each) were a third of the time rebuilding took (0.43 against 0.29 ms for 100 hits
+    measured on parsed Elasticsearch answers, ``contrib/bench`` machine).  Each object gets
+    exactly what :func:`indexplug.construct.maker` gives it; any model that stopped being
+    plain takes the two-step way.
+    """
+    if _make_hit is None or _make_passage is None:  # pragma: no cover - models not plain
+        return [
+            Hit.from_stored(
+                rank=n,
+                score=score,
+                score_scale=score_scale,
+                passage=passage_from_provenance(pid, text, prov),
+            )
+            for n, (pid, score, text, prov) in enumerate(rows, start=1)
+        ]
+    new_passage, new_hit, parse, put = Passage.__new__, Hit.__new__, _provenance, _set
+    passage_fields, hit_fields = shared_fields_set(Passage), shared_fields_set(Hit)
+    hits: list[Hit] = []
+    for rank, (pid, score, text, prov) in enumerate(rows, start=1):
+        source, start, end, doc_sha, metadata = parse(prov)
+        p = new_passage(Passage)
+        put(
+            p,
+            "__dict__",
+            {
+                "id": pid,
+                "text": text,
+                "source": source,
+                "document_sha256": doc_sha,
+                "start": start,
+                "end": end,
+                "metadata": dict(metadata),
+            },
+        )
+        put(p, "__pydantic_fields_set__", passage_fields)
+        put(p, "__pydantic_extra__", None)
+        put(p, "__pydantic_private__", None)
+        h = new_hit(Hit)
+        put(
+            h,
+            "__dict__",
+            {
+                "rank": rank,
+                "score": score,
+                "score_scale": score_scale,
+                "passage": p,
+                "untrusted": True,
+            },
+        )
+        put(h, "__pydantic_fields_set__", hit_fields)
+        put(h, "__pydantic_extra__", None)
+        put(h, "__pydantic_private__", None)
+        hits.append(h)
+    return hits
 
 
 class Searched(_Outcome):

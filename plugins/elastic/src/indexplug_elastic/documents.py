@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 import orjson
-from indexplug.passages import MetadataValue, Passage, passage_from_provenance, provenance_json
+from indexplug.outcomes import Hit, hits_from_provenance
+from indexplug.passages import MetadataValue, Passage, provenance_json
 
 from indexplug_elastic.analysis import EnglishAnalysis
 from indexplug_elastic.mapping import FILTERS, PROV, TERMS, TEXT, VECTOR
@@ -71,7 +72,13 @@ def dumps(obj: Any) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
-def passage_from_source(doc_id: str, source: Mapping[str, Any]) -> Passage:
-    """Rebuild the passage stored under ``doc_id`` without checking its id: the guard compares
-    id and content, so a document altered behind our back is reported, not served."""
-    return passage_from_provenance(doc_id, source[TEXT], source[PROV])
+def hits_from_sources(
+    ranked: Iterable[tuple[str, float, Mapping[str, Any]]], scale: str
+) -> list[Hit]:
+    """Hits ranked 1, 2, ... from ``(id, score, _source)`` best first, each passage rebuilt
+    without checking its id: the guard compares id and content, so a document altered behind
+    our back is reported, not served.  A ``_source`` without the text or the provenance
+    (not written by this plugin) raises ``KeyError``, which the backend reports as a failure."""
+    return hits_from_provenance(
+        ((doc_id, score, source[TEXT], source[PROV]) for doc_id, score, source in ranked), scale
+    )

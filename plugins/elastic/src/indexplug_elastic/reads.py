@@ -10,13 +10,13 @@ from typing import Any
 
 import numpy as np
 from indexplug.deadlines import Deadline
-from indexplug.outcomes import Hit, IndexEmpty, IndexTimeout, NoMatch, Searched, SearchOutcome
+from indexplug.outcomes import IndexEmpty, IndexTimeout, NoMatch, Searched, SearchOutcome
 from indexplug.passages import MetadataValue
 from indexplug.protocols import Granularity
 
 from indexplug_elastic import search as q
 from indexplug_elastic.context import COUNTS, Context
-from indexplug_elastic.documents import passage_from_source
+from indexplug_elastic.documents import hits_from_sources
 from indexplug_elastic.failures import classify, is_index_missing
 
 
@@ -93,15 +93,7 @@ def search(
             if count == 0:
                 return IndexEmpty(index=index, backend=cx.name)
         return NoMatch(index=index, backend=cx.name, searched=count)
-    hits = [
-        Hit.from_stored(
-            rank=n,
-            score=r.score,
-            score_scale=scale.name,
-            passage=passage_from_source(r.doc_id, r.source),
-        )
-        for n, r in enumerate(results, start=1)
-    ]
+    hits = hits_from_sources(results, scale.name)
     # The count is a separate search (of the same request, or kept from an earlier one): a
     # write landing between them could make it smaller than the hits; the index held at least
     # as many as it returned.
