@@ -608,3 +608,51 @@ def test_a_record_holds_its_provenance_in_one_key_and_old_records_still_read() -
     a = records.from_record(p.id, p.text, records.to_metadata(p))
     a.metadata["topic"] = "changed"
     assert records.from_record(p.id, p.text, records.to_metadata(p)) == p
+
+
+def test_hits_come_back_the_same_whichever_way_a_records_layout_sends_them() -> None:
+    """Chroma's answer becomes hits in one pass when every record holds today's provenance
+    key, and a record at a time otherwise (a filtered search, an older record, a broken one);
+    both ways give the same hits, ranked 1..n after dropping non-finite distances, and a
+    record that is not a passage is named."""
+    import json
+    import math
+
+    from indexplug_chroma import records
+    from indexplug_chroma.backend import _hits
+
+    ps = [*corpus(4), *odd_passages()]
+    metas = [records.to_metadata(p) for p in ps]
+    dists = [0.1 * i for i in range(len(ps))]
+    dists[1] = math.nan  # a degenerate stored vector: no similarity, dropped
+
+    def answer(metadatas: list[dict[str, object]]) -> dict[str, list[list[object]]]:
+        return {
+            "ids": [[p.id for p in ps]],
+            "documents": [[p.text for p in ps]],
+            "metadatas": [metadatas],
+            "distances": [dists],
+        }
+
+    kept = [p for i, p in enumerate(ps) if i != 1]
+    fast = _hits(answer(metas), None)
+    assert [h.passage for h in fast] == kept
+    assert [h.rank for h in fast] == list(range(1, len(kept) + 1))
+    assert [h.score for h in fast] == [1.0 - d for i, d in enumerate(dists) if i != 1]
+    p0 = ps[0]
+    old = {
+        records.SOURCE: p0.source.model_dump_json(exclude_none=True),
+        records.START: p0.start,
+        records.END: p0.end,
+        records.META: json.dumps(p0.metadata),
+    }
+    if p0.document_sha256:
+        old[records.DOC] = p0.document_sha256
+    assert _hits(answer([old, *metas[1:]]), None) == fast  # an older record among them
+    broken = [*metas[:2], {records.PROV: "{not json"}, *metas[3:]]
+    with pytest.raises(ValueError, match=f"stored record {ps[2].id[:12]}"):
+        _hits(answer(broken), None)
+    key, value = next((k, v) for p in ps for k, v in p.metadata.items())
+    filtered = _hits(answer(metas), {key: value})
+    assert [h.passage for h in filtered] == [p for p in kept if p.metadata.get(key) == value]
+    assert [h.rank for h in filtered] == list(range(1, len(filtered) + 1))

@@ -751,10 +751,10 @@ def _hits(res: Mapping[str, Any], filters: Mapping[str, MetadataValue] | None) -
 
     A hit whose distance is not finite (a degenerate stored vector) has no similarity to rank
     by and is dropped.  Records in today's layout (one provenance string) become hits in one
-    pass (:func:`indexplug.outcomes.hits_from_provenance`, a third cheaper per hit than one
-    passage and one hit at a time); a filtered search, a record in the older layout or one
-    that is not a passage at all takes :func:`_hits_one_by_one`, which also says which record
-    is broken.
+    pass (:func:`indexplug.outcomes.hits_from_provenance`, cheaper per hit than one passage
+    and one hit at a time: ``core/bench/hit_building.py``); a filtered search, a record in
+    the older layout or one that is not a passage at all takes :func:`_hits_one_by_one`,
+    which also says which record is broken.
     """
     ids = (res.get("ids") or [[]])[0]
     docs = (res.get("documents") or [[None] * len(ids)])[0]
