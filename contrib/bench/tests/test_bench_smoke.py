@@ -136,7 +136,7 @@ def test_merging_runs_keeps_the_latest_row_and_names_its_command(tmp_path: Path)
     render(merged, md, tmp_path / "img")
     text = md.read_text()
     assert "`run --only a`" in text and "`run --only a c`" in text
-    assert "| a | 10 |" in text and "0.5..0.7" in text
+    assert "| a | 10 |" in text and "0.5→0.7" in text  # the load at the start, then the end
     assert "steal" not in text.split("## Quality")[1]  # none measured: none shown
     warmed = {**second, "quality": [{**row("a", 3.0), "warmup": 1}]}
     render(merge([warmed]), md, tmp_path / "img")

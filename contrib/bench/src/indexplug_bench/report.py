@@ -111,7 +111,7 @@ def _versions(results: dict[str, Any]) -> str:
 
 def _load(row: dict[str, Any]) -> str:
     la = row.get("load_avg")
-    text = f"{la[0]:.1f}..{la[1]:.1f}" if la else "-"
+    text = f"{la[0]:.1f}→{la[1]:.1f}" if la else "-"  # at its start, then at its end
     steal = row.get("steal_pct")
     if steal is not None and steal >= 1:
         text += f", steal {steal:.0f}%"
@@ -420,7 +420,8 @@ def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
         f"{m['python']}",
         "- **Versions:** " + _versions(results),
         "- **Load:** the machine may be shared; *load* is its 1-minute load average when a row "
-        "started and ended (2 cores: above 2 means the figures' wall clock is inflated); "
+        "started and when it ended (*start→end*; 2 cores: above 2 means the figures' wall "
+        "clock is inflated); "
         "*steal* (shown from 1%) is the share of the machine's CPU time the virtual machine's "
         "host took for others while the row ran (for a row of alternating repeats, the largest "
         "of them), which slows it without showing in the load; *warm-up* says the worker "
