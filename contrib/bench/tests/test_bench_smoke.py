@@ -140,10 +140,10 @@ def test_merging_runs_keeps_the_latest_row_and_names_its_command(tmp_path: Path)
     assert "steal" not in text.split("## Quality")[1]  # none measured: none shown
     warmed = {**second, "quality": [{**row("a", 3.0), "warmup": 1}]}
     render(merge([warmed]), md, tmp_path / "img")
-    assert "| 0.5..0.7, 1 warm-up pass |" in md.read_text()
+    assert "| 0.5→0.7, 1 warm-up pass |" in md.read_text()
     stolen = {**second, "quality": [{**row("a", 3.0), "steal_pct": 21.6}]}
     render(merge([stolen]), md, tmp_path / "img")
-    assert "| 0.5..0.7, steal 22% |" in md.read_text()
+    assert "| 0.5→0.7, steal 22% |" in md.read_text()
     other = {**machine, "versions": {"torch": "2.13.0", "numpy": "1.26"}}
     both = merge(
         [
