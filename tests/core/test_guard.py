@@ -284,3 +284,52 @@ def test_a_passage_tampered_after_it_was_served_intact_is_still_refused(
         )
         out = guard.search("i", "q")
         assert isinstance(out, IndexFailed) and out.error_type == "IntegrityError", change
+
+
+class Pooled(Fake):
+    """A plugin that does not claim cooperative deadlines (the guard calls it on a worker)."""
+
+    def _answer(self) -> Any:
+        self.thread = threading.current_thread()
+        return super()._answer()
+
+
+def test_a_pooled_answer_is_checked_on_the_thread_that_made_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Why: the checks read every hit's text, and on the caller's thread (often another core)
+    those reads missed the cache the plugin's thread had just filled.  Where they run changes
+    nothing of what comes out: a tampered passage is still refused, a good answer still passes
+    stamped, an outage still makes the guard ask for readiness again."""
+    checked_on: list[threading.Thread] = []
+    real = Guard._check_hits
+
+    def recording(self: Guard, out: Searched, top_k: int) -> Any:
+        checked_on.append(threading.current_thread())
+        return real(self, out, top_k)
+
+    monkeypatch.setattr(Guard, "_check_hits", recording)
+    fake = Pooled(searched(hit(1, 2.0), hit(2, 1.0, P2)))
+    guard = Guard(fake)
+    out = guard.search("i", "q", deadline_s=5)
+    assert isinstance(out, Searched) and out.backend == "fake" and out.deadline_s == 5
+    assert checked_on == [fake.thread] and fake.thread is not threading.current_thread()
+    bad = Passage.from_stored(id=P1.id, text="evil", source={"uri": "mem://1"}, start=0, end=10)
+    fake.answer = searched(
+        Hit.model_construct(rank=1, score=1.0, score_scale="test", passage=bad, untrusted=True)
+    )
+    refused = guard.search("i", "q", deadline_s=5)
+    assert isinstance(refused, IndexFailed) and refused.error_type == "IntegrityError"
+    fake.answer = IndexUnavailable(index="i", backend="fake", reason="server down")
+    assert isinstance(guard.search("i", "q", deadline_s=5), IndexUnavailable)
+    asked = fake.calls
+    fake.answer = NoMatch(index="i", searched=1)
+    fake.ready = False  # asked again at once, not trusted for READY_TTL_S
+    assert isinstance(guard.search("i", "q", deadline_s=5), IndexUnavailable)
+    assert fake.calls == asked
+
+
+@pytest.mark.parametrize("plugin", [Pooled, Cooperative], ids=["pooled", "inline"])
+def test_a_plugin_raising_timeout_error_is_a_timeout(plugin: type[Fake]) -> None:
+    out = Guard(plugin(TimeoutError("read timed out"))).search("i", "q", deadline_s=5)
+    assert isinstance(out, IndexTimeout) and out.deadline_s == 5

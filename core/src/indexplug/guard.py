@@ -357,13 +357,32 @@ class Guard:
         inline = self._inline is True or (
             isinstance(self._inline, frozenset) and op in self._inline
         )
+
+        def answer() -> Any:
+            # The plugin's answer, then its checks, on the same thread: a pooled call's hits
+            # are checked on the core that built them (the checks read every hit's text; on
+            # the caller's thread they were read again from the other core's cache, and a
+            # top-100 search's check took twice as long).
+            try:
+                out = fn()
+            except TimeoutError:
+                raise
+            except Exception as exc:
+                return IndexFailed(
+                    index=index,
+                    backend=self.plugin,
+                    reason=f"plugin '{self.plugin}' raised during {op}: {_describe(exc)}",
+                    error_type=type(exc).__name__,
+                )
+            return self._settle(op, index, out, check)
+
         try:
             if inline:
-                out = fn()
+                out = answer()
                 if time.monotonic() > deadline.at + GRACE_S:
                     raise TimeoutError  # it claimed to stop by itself and did not
             else:
-                future: Future[Any] = _POOL.get().submit(fn)
+                future: Future[Any] = _POOL.get().submit(answer)
                 try:
                     out = future.result(timeout=deadline.remaining() + GRACE_S)
                 except TimeoutError:
@@ -376,13 +395,13 @@ class Guard:
                 deadline_s=deadline.seconds,
                 reason=f"plugin '{self.plugin}' did not answer {op} within its deadline",
             )
-        except Exception as exc:
-            return IndexFailed(
-                index=index,
-                backend=self.plugin,
-                reason=f"plugin '{self.plugin}' raised during {op}: {_describe(exc)}",
-                error_type=type(exc).__name__,
-            )
+        if isinstance(out, IndexUnavailable):
+            self.forget_readiness()
+        return out
+
+    def _settle(self, op: str, index: str, out: Any, check: Callable[[Any], Any]) -> Any:
+        """``out`` if it is an allowed outcome of ``op`` for ``index`` (``check`` applied),
+        else the contract violation it is."""
         allowed = ALLOWED.get(op)
         if allowed is not None and not isinstance(out, allowed):
             names = ", ".join(t.__name__ for t in allowed)
@@ -394,8 +413,6 @@ class Guard:
                 return self._violation(index, f"answered for index '{out.index}'")
             if not out.backend:
                 out = out.model_copy(update={"backend": self.plugin})
-            if isinstance(out, IndexUnavailable):
-                self.forget_readiness()
         return check(out)
 
     def _intact(self, p: Passage) -> bool:
