@@ -435,3 +435,62 @@ def test_a_pair_in_one_process_is_measured_in_turns_and_judges_the_overhead(
     assert "## Overhead, in turns in one process" in text
     assert f"| indexplug sqlite-fts5 | {pair['raw']} | 10 |" in text
     assert "| 1 of 1 |" in text
+
+
+def test_the_steps_of_a_pair_are_timed_in_place_and_the_timers_removed_after(
+    tmp_path: Path,
+) -> None:
+    from indexplug import Guard
+    from indexplug_bench.paired import measure_pair
+    from indexplug_bench.steps import for_pair
+    from indexplug_sqlite_fts5.backend import SqliteFts5Backend
+
+    originals = (Guard._call, Guard._check_hits, SqliteFts5Backend.search)
+    ds = tiny_beir(tmp_path / "tiny")
+    system, raw = "indexplug sqlite-fts5", "raw sqlite3 FTS5 (same query)"
+    one = measure_pair(
+        system,
+        raw,
+        str(ds),
+        top_k=10,
+        ctx={},
+        warmup=1,
+        workdir=tmp_path / "work",
+        steps=for_pair(system, raw),
+    )
+    assert (Guard._call, Guard._check_hits, SqliteFts5Backend.search) == originals
+    assert one["answered"] == {"system": 1, "raw": 1} and one["same_top_hit"] == 1
+    steps = one["steps_ms"]["system"]
+    assert set(steps) == {
+        "guard: checks of the hits",
+        "backend: whole search",
+        "guard: before the op (checks, hand-off)",
+        "guard: after the op (checks, hand-back)",
+    }
+    assert all(ms > 0 for ms in steps.values())
+    # the guard's checks happen after the backend's search, inside the guard's call
+    assert steps["guard: checks of the hits"] <= steps["guard: after the op (checks, hand-back)"]
+    assert steps["backend: whole search"] < one["latency_ms"]["system"]["p50"]
+    assert one["steps_ms"]["raw"] == {}  # no step of the raw sqlite3 side is named
+
+    out = tmp_path / "steps.json"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "indexplug_bench",
+            "steps",
+            "--scifact",
+            str(ds),
+            "--only",
+            "indexplug sqlite-fts5",
+            "--no-elastic",
+            "--top-k",
+            "10",
+            "--out",
+            str(out),
+        ],
+        check=True,
+    )
+    (row,) = json.loads(out.read_text())["steps"]
+    assert row["system"] == system and row["steps_ms"]["system"]["backend: whole search"] > 0

@@ -2,7 +2,8 @@
 
 ``run`` measures (each system in its own subprocess) and writes the results JSON; ``paired``
 measures each indexplug system against its raw library in one process, in turns query by query
-(the framework's overhead); ``report`` renders ``docs/benchmarks.md`` and the charts from
+(the framework's overhead), and ``steps`` does the same with the steps of each side timed in
+place (where that overhead goes); ``report`` renders ``docs/benchmarks.md`` and the charts from
 results files.
 """
 
@@ -387,6 +388,56 @@ def paired(a: argparse.Namespace) -> None:
     _finished(a, results)
 
 
+def steps(a: argparse.Namespace) -> None:
+    """Each chosen indexplug system against its raw library in this process, in the turns of
+    ``paired``, with their steps timed in place (:mod:`indexplug_bench.steps`)."""
+    from indexplug_bench.paired import measure_pair
+    from indexplug_bench.steps import for_pair
+
+    ctx, cluster = _start_elastic(a)
+    ctx["elastic_url_list"] = [ctx["elastic_url"]] if ctx.get("elastic_url") else None
+    results = {**_results(), "steps": []}
+    pairs = [
+        (s, by_name(s.raw_of))
+        for s in SYSTEMS
+        if s.kind == "indexplug" and s.raw_of and _picked(a, s)
+    ]
+    _warm_cache(a, ctx, [n for s, r in pairs for n in (s.name, r.name)], results)
+    try:
+        for system, raw in pairs:
+            label = f"{system.name} with {raw.name}"
+            why = available(system, ctx) or available(raw, ctx)
+            if why is None and not a.embed_cache and (_expensive(system) or _expensive(raw)):
+                why = "needs --embed-cache (the corpus would be embedded twice)"
+            if why:
+                results["skipped"][label] = why
+                print(f"skip {label}: {why}", file=sys.stderr)
+                continue
+            print(f"steps of {label} on {a.scifact}", file=sys.stderr)
+            with tempfile.TemporaryDirectory(prefix="indexplug-steps-") as tmp:
+                row = measure_pair(
+                    system.name,
+                    raw.name,
+                    str(a.scifact),
+                    top_k=a.top_k,
+                    ctx=ctx,
+                    warmup=a.warmup,
+                    workdir=Path(tmp),
+                    steps=for_pair(system.name, raw.name),
+                )
+            results["steps"].append(row)
+            lat = row["latency_ms"]
+            for side in ("system", "raw"):
+                print(f"  {row[side]}: p50 {lat[side]['p50']} ms", file=sys.stderr)
+                for step, ms in row["steps_ms"].get(side, {}).items():
+                    print(f"    {step}: {ms} ms", file=sys.stderr)
+            a.out.write_text(json.dumps(results, indent=1))
+    finally:
+        if cluster is not None:
+            cluster.stop()
+    _finished(a, results)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(prog="indexplug_bench")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -441,6 +492,19 @@ def main() -> None:
     )
     pr.add_argument("--timeout", type=float, default=3600)
     pr.add_argument("--out", type=Path, required=True)
+    st = sub.add_parser(
+        "steps",
+        help="as paired (one process per pair), with the steps of each side timed in place: "
+        "where the framework's share of a search goes",
+    )
+    st.add_argument("--scifact", type=Path, default=REPO.parent / "shared/data/beir/scifact")
+    st.add_argument("--top-k", type=int, default=100, help="hits per SciFact query")
+    st.add_argument("--only", nargs="*", default=None, help="substrings of system names")
+    st.add_argument("--elastic-url", default=None)
+    st.add_argument("--no-elastic", action="store_true")
+    st.add_argument("--embed-cache", type=Path, default=None, help="as for run (dense pairs)")
+    st.add_argument("--warmup", type=int, default=1, help="untimed passes, in turns")
+    st.add_argument("--out", type=Path, required=True)
     w = sub.add_parser(
         "warm",
         help="fill an embedding cache with SciFact's vectors, timed, into a results file "
@@ -470,6 +534,8 @@ def main() -> None:
         run(a)
     elif a.cmd == "paired":
         paired(a)
+    elif a.cmd == "steps":
+        steps(a)
     elif a.cmd == "warm":
         started = time.strftime("%Y-%m-%d %H:%M:%S")
         row = warm(a.scifact, MINILM, a.embed_cache, tokens=a.tokens)

@@ -27,10 +27,13 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from indexplug_bench import machine
+from indexplug_bench.steps import Steps
 from indexplug_bench.systems import Runner, by_name, fresh
 from indexplug_bench.worker import index_all, load, pct
 
@@ -52,12 +55,15 @@ def measure_pair(
     ctx: dict[str, Any],
     warmup: int,
     workdir: Path,
+    steps: Steps | None = None,
 ) -> dict[str, Any]:
     """``system`` against ``raw`` on ``dataset`` in this process (see the module docstring).
 
     ``warmup`` untimed passes over the queries come first, in the same turns.  Latencies are
     in milliseconds; ``ratio_p50`` is the median of ``system``'s latencies over the median of
-    ``raw``'s, ``query_ratio_p50`` the median of the per-query ratios."""
+    ``raw``'s, ``query_ratio_p50`` the median of the per-query ratios.  ``steps``: timers to
+    run the searches under (:mod:`indexplug_bench.steps`; their medians come back as
+    ``steps_ms``), installed once both indexes are built."""
     name, size, batches, queries, _qrels = load(dataset)
     load_before = os.getloadavg()[0]
     clock = machine.cpu_clock()
@@ -72,15 +78,22 @@ def measure_pair(
         order = list(sides)
         times: dict[str, list[float]] = {side: [] for side in sides}
         answers: dict[str, list[list[str]]] = {side: [] for side in sides}
-        for timed in [False] * warmup + [True]:
-            for i, (_qid, text) in enumerate(queries):
-                for side in order if i % 2 == 0 else order[::-1]:
-                    t = time.perf_counter()
-                    ids = runners[side].search(text, top_k)
-                    took = (time.perf_counter() - t) * 1000
-                    if timed:
-                        times[side].append(took)
-                        answers[side].append(ids)
+        backends = [r.guard.backend for r in runners.values() if hasattr(r, "guard")]
+        with steps.installed(backends) if steps is not None else nullcontext():
+            for timed in [False] * warmup + [True]:
+                for i, (_qid, text) in enumerate(queries):
+                    for side in order if i % 2 == 0 else order[::-1]:
+                        runner = runners[side]
+                        t = time.perf_counter()
+                        if steps is None:
+                            ids = runner.search(text, top_k)
+                        else:
+                            search = partial(runner.search, text, top_k)
+                            ids = steps.turn(side, search, timed=timed)
+                        took = (time.perf_counter() - t) * 1000
+                        if timed:
+                            times[side].append(took)
+                            answers[side].append(ids)
         failures = {side: dict(getattr(r, "failures", {}) or {}) for side, r in runners.items()}
     finally:
         for r in runners.values():
@@ -109,6 +122,7 @@ def measure_pair(
         "load_avg": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "cpu_s": round(time.process_time() - cpu0, 1),
         "steal_pct": machine.steal_pct(clock, machine.cpu_clock()),
+        **({"steps_ms": steps.medians()} if steps is not None else {}),
     }
 
 
