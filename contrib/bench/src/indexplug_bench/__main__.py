@@ -337,28 +337,40 @@ def run(a: argparse.Namespace) -> None:
         render(results, a.markdown, a.markdown.parent / "img")
 
 
-def paired(a: argparse.Namespace) -> None:
-    """Every chosen indexplug system against its raw library in one process, query by query in
-    turns (:mod:`indexplug_bench.paired`), ``--repeats`` processes each."""
-    ctx, cluster = _start_elastic(a)
-    results = {**_results(), "paired": []}
-    extra = [*_elastic_args(ctx), "--warmup", str(a.warmup)]
+def _pairs(
+    a: argparse.Namespace, ctx: dict[str, Any], results: dict[str, Any]
+) -> list[tuple[System, System]]:
+    """The chosen indexplug systems with their raw libraries (the embedding cache warmed for
+    them); a pair that cannot run here is left out, with why in ``results["skipped"]``."""
     pairs = [
         (s, by_name(s.raw_of))
         for s in SYSTEMS
         if s.kind == "indexplug" and s.raw_of and _picked(a, s)
     ]
     _warm_cache(a, ctx, [n for s, r in pairs for n in (s.name, r.name)], results)
+    runnable = []
+    for system, raw in pairs:
+        label = f"{system.name} with {raw.name}"
+        why = available(system, ctx) or available(raw, ctx)
+        if why is None and not a.embed_cache and (_expensive(system) or _expensive(raw)):
+            why = "needs --embed-cache (each process would embed the corpus twice)"
+        if why:
+            results["skipped"][label] = why
+            print(f"skip {label}: {why}", file=sys.stderr)
+        else:
+            runnable.append((system, raw))
+    return runnable
+
+
+def paired(a: argparse.Namespace) -> None:
+    """Every chosen indexplug system against its raw library in one process, query by query in
+    turns (:mod:`indexplug_bench.paired`), ``--repeats`` processes each."""
+    ctx, cluster = _start_elastic(a)
+    results = {**_results(), "paired": []}
+    extra = [*_elastic_args(ctx), "--warmup", str(a.warmup)]
     try:
-        for system, raw in pairs:
+        for system, raw in _pairs(a, ctx, results):
             label = f"{system.name} with {raw.name}"
-            why = available(system, ctx) or available(raw, ctx)
-            if why is None and not a.embed_cache and (_expensive(system) or _expensive(raw)):
-                why = "needs --embed-cache (each repeat would embed the corpus twice)"
-            if why:
-                results["skipped"][label] = why
-                print(f"skip {label}: {why}", file=sys.stderr)
-                continue
             print(f"pair {label} on {a.scifact}", file=sys.stderr)
             rows = []
             for _ in range(a.repeats):
@@ -397,23 +409,9 @@ def steps(a: argparse.Namespace) -> None:
     ctx, cluster = _start_elastic(a)
     ctx["elastic_url_list"] = [ctx["elastic_url"]] if ctx.get("elastic_url") else None
     results = {**_results(), "steps": []}
-    pairs = [
-        (s, by_name(s.raw_of))
-        for s in SYSTEMS
-        if s.kind == "indexplug" and s.raw_of and _picked(a, s)
-    ]
-    _warm_cache(a, ctx, [n for s, r in pairs for n in (s.name, r.name)], results)
     try:
-        for system, raw in pairs:
-            label = f"{system.name} with {raw.name}"
-            why = available(system, ctx) or available(raw, ctx)
-            if why is None and not a.embed_cache and (_expensive(system) or _expensive(raw)):
-                why = "needs --embed-cache (the corpus would be embedded twice)"
-            if why:
-                results["skipped"][label] = why
-                print(f"skip {label}: {why}", file=sys.stderr)
-                continue
-            print(f"steps of {label} on {a.scifact}", file=sys.stderr)
+        for system, raw in _pairs(a, ctx, results):
+            print(f"steps of {system.name} with {raw.name} on {a.scifact}", file=sys.stderr)
             with tempfile.TemporaryDirectory(prefix="indexplug-steps-") as tmp:
                 row = measure_pair(
                     system.name,
@@ -436,6 +434,20 @@ def steps(a: argparse.Namespace) -> None:
         if cluster is not None:
             cluster.stop()
     _finished(a, results)
+
+
+def _pair_arguments(p: argparse.ArgumentParser) -> None:
+    """What ``paired`` and ``steps`` both take."""
+    p.add_argument("--scifact", type=Path, default=REPO.parent / "shared/data/beir/scifact")
+    p.add_argument("--top-k", type=int, default=100, help="hits per SciFact query")
+    p.add_argument("--only", nargs="*", default=None, help="substrings of system names")
+    p.add_argument("--elastic-url", default=None)
+    p.add_argument("--no-elastic", action="store_true")
+    p.add_argument("--embed-cache", type=Path, default=None, help="as for run (dense pairs)")
+    p.add_argument(
+        "--warmup", type=int, default=1, help="untimed passes over the queries, in turns"
+    )
+    p.add_argument("--out", type=Path, required=True)
 
 
 def main() -> None:
@@ -480,31 +492,15 @@ def main() -> None:
         help="each indexplug system against its raw library in one process, query by query in "
         "turns: the framework's overhead without the spread between processes",
     )
-    pr.add_argument("--scifact", type=Path, default=REPO.parent / "shared/data/beir/scifact")
+    _pair_arguments(pr)
     pr.add_argument("--repeats", type=int, default=5, help="processes per pair")
-    pr.add_argument("--top-k", type=int, default=100, help="hits per SciFact query")
-    pr.add_argument("--only", nargs="*", default=None, help="substrings of system names")
-    pr.add_argument("--elastic-url", default=None)
-    pr.add_argument("--no-elastic", action="store_true")
-    pr.add_argument("--embed-cache", type=Path, default=None, help="as for run (dense pairs)")
-    pr.add_argument(
-        "--warmup", type=int, default=1, help="untimed passes over the queries, in turns"
-    )
     pr.add_argument("--timeout", type=float, default=3600)
-    pr.add_argument("--out", type=Path, required=True)
     st = sub.add_parser(
         "steps",
         help="as paired (one process per pair), with the steps of each side timed in place: "
         "where the framework's share of a search goes",
     )
-    st.add_argument("--scifact", type=Path, default=REPO.parent / "shared/data/beir/scifact")
-    st.add_argument("--top-k", type=int, default=100, help="hits per SciFact query")
-    st.add_argument("--only", nargs="*", default=None, help="substrings of system names")
-    st.add_argument("--elastic-url", default=None)
-    st.add_argument("--no-elastic", action="store_true")
-    st.add_argument("--embed-cache", type=Path, default=None, help="as for run (dense pairs)")
-    st.add_argument("--warmup", type=int, default=1, help="untimed passes, in turns")
-    st.add_argument("--out", type=Path, required=True)
+    _pair_arguments(st)
     w = sub.add_parser(
         "warm",
         help="fill an embedding cache with SciFact's vectors, timed, into a results file "
