@@ -153,6 +153,13 @@ def test_merging_runs_keeps_the_latest_row_and_names_its_command(tmp_path: Path)
     )
     render(both, md, tmp_path / "img")
     assert "numpy 1.26, torch 2.15.0 (run 1); 2.13.0 (run 2)" in md.read_text()
+    assert "- **Machine:** 2 cores, 1 GiB, x, Python 3.11\n" in md.read_text()  # one machine
+    moved = merge([first, {**second, "machine": {**machine, "platform": "y", "memory_gib": 2}}])
+    render(moved, md, tmp_path / "img")
+    assert (
+        "- **Machine:** 2 cores, 1 GiB, x, Python 3.11 (run 1); 2 cores, 2 GiB, y, Python 3.11 "
+        "(run 2)\n"
+    ) in md.read_text()
     noted = merge([first, {**second, "scale_notes": {"a": "stops at 10k: memory"}}])
     assert noted["scale_notes"] == {"a": "stops at 10k: memory"}
     third = {**second, "command": "run --only b", "quality": [row("b", 6.0)]}

@@ -87,6 +87,28 @@ def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
+def _machines(results: dict[str, Any]) -> str:
+    """The machine behind the page: one description, or which runs ran on which (runs of
+    several sessions land on one page, and a fresh virtual machine may differ in its kernel,
+    memory or Python)."""
+    runs = results.get("runs") or [{"machine": results.get("machine", {})}]
+    seen: dict[str, list[int]] = {}
+    for i, run in enumerate(runs, start=1):
+        m = run.get("machine") or {}
+        if m:
+            text = (
+                f"{m.get('cores')} cores, {m.get('memory_gib')} GiB, {m.get('platform')}, "
+                f"Python {m.get('python')}"
+            )
+            seen.setdefault(text, []).append(i)
+    if len(seen) <= 1:
+        return next(iter(seen), "not recorded")
+    return "; ".join(
+        f"{text} (run{'s' if len(r) > 1 else ''} {', '.join(map(str, r))})"
+        for text, r in seen.items()
+    )
+
+
 def _versions(results: dict[str, Any]) -> str:
     """Every package's version over the runs behind the page: one version, or which runs had
     which (a run from another environment, such as RAGatouille's pinned one, says so)."""
@@ -402,7 +424,6 @@ def _paired_section(results: dict[str, Any]) -> list[str]:
 def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
     if "runs" not in results:
         results = merge([results])
-    m = results["machine"]
     charts = _charts(results, img)
     runs = results["runs"]
     lines = [
@@ -416,8 +437,7 @@ def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
             f"{r.get('finished', 'unfinished')})"
             for i, r in enumerate(runs)
         ],
-        f"- **Machine:** {m['cores']} cores, {m['memory_gib']} GiB, {m['platform']}, Python "
-        f"{m['python']}",
+        "- **Machine:** " + _machines(results),
         "- **Versions:** " + _versions(results),
         "- **Load:** the machine may be shared; *load* is its 1-minute load average when a row "
         "started and when it ended (*start→end*; 2 cores: above 2 means the figures' wall "
