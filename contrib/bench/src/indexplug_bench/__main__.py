@@ -18,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -181,8 +183,10 @@ def combine(rows: list[dict[str, Any]], *, group: list[str]) -> dict[str, Any]:
     }
 
 
-def _start_elastic(a: argparse.Namespace) -> tuple[dict[str, Any], Any]:
-    """The workers' context (``elastic_url``) and the node started for this run, if any (when
+@contextmanager
+def _elastic(a: argparse.Namespace) -> Iterator[dict[str, Any]]:
+    """The measurements' context (``elastic_url``, and ``elastic_url_list`` for a runner built
+    in this process) while the block runs, with a node started for it and stopped after (when
     neither ``--elastic-url`` nor ``--no-elastic`` was given)."""
     ctx: dict[str, Any] = {"elastic_url": a.elastic_url}
     cluster = None
@@ -196,7 +200,12 @@ def _start_elastic(a: argparse.Namespace) -> tuple[dict[str, Any], Any]:
             ctx["elastic_url"] = cluster.urls[0]
         except Exception as exc:
             print(f"elastic: not started ({exc})", file=sys.stderr)
-    return ctx, cluster
+    ctx["elastic_url_list"] = [ctx["elastic_url"]] if ctx["elastic_url"] else None
+    try:
+        yield ctx
+    finally:
+        if cluster is not None:
+            cluster.stop()
 
 
 def _elastic_args(ctx: dict[str, Any]) -> list[str]:
@@ -248,13 +257,12 @@ def _picked(a: argparse.Namespace, system: System) -> bool:
 
 
 def run(a: argparse.Namespace) -> None:
-    ctx, cluster = _start_elastic(a)
     results = _results()
-    extra = _elastic_args(ctx)
-    if a.warmup:
-        extra += ["--warmup", str(a.warmup)]
-    _warm_cache(a, ctx, [s.name for s in SYSTEMS if _picked(a, s)], results)
-    try:
+    with _elastic(a) as ctx:
+        extra = _elastic_args(ctx)
+        if a.warmup:
+            extra += ["--warmup", str(a.warmup)]
+        _warm_cache(a, ctx, [s.name for s in SYSTEMS if _picked(a, s)], results)
         chosen: list[System] = []
         for system in SYSTEMS:
             if not _picked(a, system):
@@ -329,9 +337,6 @@ def run(a: argparse.Namespace) -> None:
                 else:
                     results["scale"].append(res)
                 a.out.write_text(json.dumps(results, indent=1))
-    finally:
-        if cluster is not None:
-            cluster.stop()
     _finished(a, results)
     if a.markdown:
         render(results, a.markdown, a.markdown.parent / "img")
@@ -365,10 +370,9 @@ def _pairs(
 def paired(a: argparse.Namespace) -> None:
     """Every chosen indexplug system against its raw library in one process, query by query in
     turns (:mod:`indexplug_bench.paired`), ``--repeats`` processes each."""
-    ctx, cluster = _start_elastic(a)
     results = {**_results(), "paired": []}
-    extra = [*_elastic_args(ctx), "--warmup", str(a.warmup)]
-    try:
+    with _elastic(a) as ctx:
+        extra = [*_elastic_args(ctx), "--warmup", str(a.warmup)]
         for system, raw in _pairs(a, ctx, results):
             label = f"{system.name} with {raw.name}"
             print(f"pair {label} on {a.scifact}", file=sys.stderr)
@@ -394,9 +398,6 @@ def paired(a: argparse.Namespace) -> None:
             else:
                 results["paired"].append(combine_pairs(rows))
             a.out.write_text(json.dumps(results, indent=1))
-    finally:
-        if cluster is not None:
-            cluster.stop()
     _finished(a, results)
 
 
@@ -406,10 +407,8 @@ def steps(a: argparse.Namespace) -> None:
     from indexplug_bench.paired import measure_pair
     from indexplug_bench.steps import for_pair
 
-    ctx, cluster = _start_elastic(a)
-    ctx["elastic_url_list"] = [ctx["elastic_url"]] if ctx.get("elastic_url") else None
     results = {**_results(), "steps": []}
-    try:
+    with _elastic(a) as ctx:
         for system, raw in _pairs(a, ctx, results):
             print(f"steps of {system.name} with {raw.name} on {a.scifact}", file=sys.stderr)
             with tempfile.TemporaryDirectory(prefix="indexplug-steps-") as tmp:
@@ -430,9 +429,6 @@ def steps(a: argparse.Namespace) -> None:
                 for step, ms in row["steps_ms"].get(side, {}).items():
                     print(f"    {step}: {ms} ms", file=sys.stderr)
             a.out.write_text(json.dumps(results, indent=1))
-    finally:
-        if cluster is not None:
-            cluster.stop()
     _finished(a, results)
 
 
