@@ -374,7 +374,10 @@ def test_a_pair_in_one_process_is_measured_in_turns_and_judges_the_overhead(
     assert one["answered"] == {"system": 1, "raw": 1} and one["same_top_hit"] == 1
     assert one["failures"] == {"system": {}, "raw": {}}
     lat = one["latency_ms"]
-    assert one["ratio_p50"] == pytest.approx(lat["system"]["p50"] / lat["raw"]["p50"], rel=0.01)
+    # the ratio is of the unrounded medians; each p50 shown is rounded to 0.001 ms, which on a
+    # three-passage corpus (medians of a few hundredths of a ms) moves their ratio by over 1%
+    s, r, half = lat["system"]["p50"], lat["raw"]["p50"], 0.0005
+    assert (s - half) / (r + half) <= one["ratio_p50"] <= (s + half) / max(r - half, 1e-9)
 
     out = tmp_path / "paired.json"
     subprocess.run(
