@@ -504,3 +504,91 @@ def test_the_steps_of_a_pair_are_timed_in_place_and_the_timers_removed_after(
     )
     (row,) = json.loads(out.read_text())["steps"]
     assert row["system"] == system and row["steps_ms"]["system"]["backend: whole search"] > 0
+
+
+def test_a_replay_answers_the_library_calls_from_its_record_and_counts_mismatches() -> None:
+    from indexplug.counts import CountCache
+    from indexplug_bench import worker
+    from indexplug_bench.replay import Replay
+
+    originals = (worker.pct, CountCache.fresh)
+    data = [1.0, 2.0, 3.0]
+    counts = CountCache()
+    counts.keep("k", 0, 5)
+    replay = Replay(("indexplug_bench.worker:pct",), evict_mb=1)
+
+    def search(i: int) -> list[str]:
+        return [str(worker.pct(data, 0.5))]
+
+    with replay.installed():
+        assert counts.fresh("k", 60.0)[0] == 5
+        recorded = replay.recorded(0, lambda: search(0) + [str(counts.fresh("k", 60.0)[0])])
+        assert recorded == ["2.0", "None"]  # while recording, no kept count is fresh
+        assert counts.fresh("k", 60.0)[0] == 5
+        in_place = [recorded[:1]]
+        data[:] = [7.0, 8.0, 9.0]  # the library would now answer otherwise
+        got = replay.measure(search, in_place, wait_ms=0.1)
+        assert got["replay_mismatches"] == {}  # answered from the record, not the library
+        assert set(got["replayed_p50_ms"]) == {"warm", "after a wait"}
+        assert all(ms > 0 for ms in got["replayed_p50_ms"].values())
+        # an answer unlike the one given in place is counted and left out of the medians
+        wrong = replay.measure(search, [["3.0"]], wait_ms=0.1)
+        assert wrong == {"replayed_p50_ms": {}, "replay_mismatches": {"warm": 1, "after a wait": 1}}
+        # neither recording nor replaying: the library itself answers
+        assert worker.pct(data, 0.5) == 8.0
+    assert (worker.pct, CountCache.fresh) == originals
+
+
+def test_a_replay_records_in_the_warm_up_of_a_pair_and_never_in_its_timed_pass(
+    tmp_path: Path,
+) -> None:
+    from indexplug.counts import CountCache
+    from indexplug_bench.paired import measure_pair
+    from indexplug_bench.replay import Replay
+    from indexplug_sqlite_fts5 import postings, pruning
+
+    originals = (postings.top_k, pruning.top_k, CountCache.fresh)
+    ds = tiny_beir(tmp_path / "tiny")
+    system, raw = "indexplug sqlite-fts5", "raw sqlite3 FTS5 (same query)"
+    # the plugin's ranking stands in for a library call here: one of the two runs per search
+    replay = Replay(
+        ("indexplug_sqlite_fts5.postings:top_k", "indexplug_sqlite_fts5.pruning:top_k"),
+        evict_mb=1,
+    )
+    with pytest.raises(ValueError, match="warm-up"):
+        measure_pair(
+            system, raw, str(ds), top_k=10, ctx={}, warmup=0, workdir=tmp_path / "w0", replay=replay
+        )
+    row = measure_pair(
+        system, raw, str(ds), top_k=10, ctx={}, warmup=1, workdir=tmp_path / "w", replay=replay
+    )
+    assert (postings.top_k, pruning.top_k, CountCache.fresh) == originals
+    assert row["answered"] == {"system": 1, "raw": 1} and row["same_top_hit"] == 1
+    assert row["replay_mismatches"] == {}
+    assert set(row["replayed_p50_ms"]) == {"warm", "after a wait"}
+    (record,) = replay._record.values()  # one query, one ranking call recorded for it
+    assert len(record) == 1 and record[0][0] in replay.calls
+
+    out = tmp_path / "replay.json"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "indexplug_bench",
+            "replay",
+            "--scifact",
+            str(ds),
+            "--only",
+            "indexplug sqlite-fts5",
+            "--no-elastic",
+            "--out",
+            str(out),
+        ],
+        check=True,
+    )
+    got = json.loads(out.read_text())
+    assert got["replayed"] == []  # SQLite is called all through the plugin: no call to replay
+    assert (
+        "not named for a replay"
+        in got["skipped"]["indexplug sqlite-fts5 with raw sqlite3 FTS5 (same query)"]
+    )

@@ -432,8 +432,51 @@ def steps(a: argparse.Namespace) -> None:
     _finished(a, results)
 
 
+def replay(a: argparse.Namespace) -> None:
+    """Each chosen indexplug system against its raw library in this process, in the turns of
+    ``paired``, then the system's searches again with the library's answers replayed from
+    memory (:mod:`indexplug_bench.replay`): the framework's own work, warm and after a wait."""
+    from indexplug_bench.paired import measure_pair
+    from indexplug_bench.replay import LIBRARY_CALLS, Replay
+
+    results = {**_results(), "replayed": []}
+    with _elastic(a) as ctx:
+        for system, raw in _pairs(a, ctx, results):
+            label = f"{system.name} with {raw.name}"
+            calls = LIBRARY_CALLS.get(system.name)
+            if calls is None:
+                results["skipped"][label] = "its library calls are not named for a replay"
+                print(f"skip {label}: {results['skipped'][label]}", file=sys.stderr)
+                continue
+            print(f"replay of {label} on {a.scifact}", file=sys.stderr)
+            with tempfile.TemporaryDirectory(prefix="indexplug-replay-") as tmp:
+                row = measure_pair(
+                    system.name,
+                    raw.name,
+                    str(a.scifact),
+                    top_k=a.top_k,
+                    ctx=ctx,
+                    warmup=max(1, a.warmup),
+                    workdir=Path(tmp),
+                    replay=Replay(calls, **({"evict_mb": a.evict_mb} if a.evict_mb else {})),
+                )
+            results["replayed"].append(row)
+            lat, raw_p50 = row["latency_ms"], row["latency_ms"]["raw"]["p50"]
+            print(
+                f"  in place: {row['system']} p50 {lat['system']['p50']} ms, "
+                f"{row['raw']} p50 {raw_p50} ms",
+                file=sys.stderr,
+            )
+            for regime, ms in row["replayed_p50_ms"].items():
+                share = f"{100 * ms / raw_p50:.1f}% of the raw p50" if raw_p50 else ""
+                print(f"  replayed {regime}: p50 {ms} ms ({share})", file=sys.stderr)
+            print(f"  mismatched answers: {row['replay_mismatches']}", file=sys.stderr)
+            a.out.write_text(json.dumps(results, indent=1))
+    _finished(a, results)
+
+
 def _pair_arguments(p: argparse.ArgumentParser) -> None:
-    """What ``paired`` and ``steps`` both take."""
+    """What ``paired``, ``steps`` and ``replay`` take."""
     p.add_argument("--scifact", type=Path, default=REPO.parent / "shared/data/beir/scifact")
     p.add_argument("--top-k", type=int, default=100, help="hits per SciFact query")
     p.add_argument("--only", nargs="*", default=None, help="substrings of system names")
@@ -497,6 +540,18 @@ def main() -> None:
         "where the framework's share of a search goes",
     )
     _pair_arguments(st)
+    rp = sub.add_parser(
+        "replay",
+        help="as steps, then the system's searches again with the library's answers replayed "
+        "from memory: the framework's own work per search, warm and after a wait",
+    )
+    _pair_arguments(rp)
+    rp.add_argument(
+        "--evict-mb",
+        type=int,
+        default=None,
+        help="memory written before each search after a wait (default: replay.EVICT_MB)",
+    )
     w = sub.add_parser(
         "warm",
         help="fill an embedding cache with SciFact's vectors, timed, into a results file "
@@ -528,6 +583,8 @@ def main() -> None:
         paired(a)
     elif a.cmd == "steps":
         steps(a)
+    elif a.cmd == "replay":
+        replay(a)
     elif a.cmd == "warm":
         started = time.strftime("%Y-%m-%d %H:%M:%S")
         row = warm(a.scifact, MINILM, a.embed_cache, tokens=a.tokens)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from indexplug_bench import machine
+from indexplug_bench.replay import Replay
 from indexplug_bench.steps import Steps
 from indexplug_bench.systems import Runner, by_name, fresh
 from indexplug_bench.worker import index_all, load, pct
@@ -56,6 +57,7 @@ def measure_pair(
     warmup: int,
     workdir: Path,
     steps: Steps | None = None,
+    replay: Replay | None = None,
 ) -> dict[str, Any]:
     """``system`` against ``raw`` on ``dataset`` in this process (see the module docstring).
 
@@ -63,12 +65,17 @@ def measure_pair(
     in milliseconds; ``ratio_p50`` is the median of ``system``'s latencies over the median of
     ``raw``'s, ``query_ratio_p50`` the median of the per-query ratios.  ``steps``: timers to
     run the searches under (:mod:`indexplug_bench.steps`; their medians come back as
-    ``steps_ms``), installed once both indexes are built."""
+    ``steps_ms``), installed once both indexes are built.  ``replay``: the system's library
+    calls recorded in the warm-up and replayed after the timed pass (:mod:`indexplug_bench.replay`;
+    its medians come back as ``replayed_p50_ms``)."""
+    if replay is not None and warmup < 1:
+        raise ValueError("a replay records the library's answers in a warm-up pass: warmup >= 1")
     name, size, batches, queries, _qrels = load(dataset)
     load_before = os.getloadavg()[0]
     clock = machine.cpu_clock()
     cpu0 = time.process_time()
     sides = {"system": system, "raw": raw}
+    replayed: dict[str, Any] = {}
     runners: dict[str, Runner] = {}
     index_s: dict[str, float] = {}
     try:
@@ -79,22 +86,35 @@ def measure_pair(
         times: dict[str, list[float]] = {side: [] for side in sides}
         answers: dict[str, list[list[str]]] = {side: [] for side in sides}
         backends = [r.guard.backend for r in runners.values() if hasattr(r, "guard")]
-        with steps.installed(backends) if steps is not None else nullcontext():
+        with (
+            steps.installed(backends) if steps is not None else nullcontext(),
+            replay.installed() if replay is not None else nullcontext(),
+        ):
             for timed in [False] * warmup + [True]:
                 for i, (_qid, text) in enumerate(queries):
                     for side in order if i % 2 == 0 else order[::-1]:
                         runner = runners[side]
                         t = time.perf_counter()
-                        if steps is None:
-                            ids = runner.search(text, top_k)
+                        search = partial(runner.search, text, top_k)
+                        if replay is not None and side == "system" and not timed:
+                            ids = replay.recorded(i, search)
+                        elif steps is None:
+                            ids = search()
                         else:
-                            search = partial(runner.search, text, top_k)
                             ids = steps.turn(side, search, timed=timed)
                         took = (time.perf_counter() - t) * 1000
                         if timed:
                             times[side].append(took)
                             answers[side].append(ids)
-        failures = {side: dict(getattr(r, "failures", {}) or {}) for side, r in runners.items()}
+            # counted before any replay: a replayed search that went wrong is a mismatch there
+            failures = {side: dict(getattr(r, "failures", {}) or {}) for side, r in runners.items()}
+            if replay is not None:
+                system_runner = runners["system"]
+                replayed = replay.measure(
+                    lambda i: system_runner.search(queries[i][1], top_k),
+                    answers["system"],
+                    wait_ms=statistics.median(times["raw"]),
+                )
     finally:
         for r in runners.values():
             r.close()
@@ -123,6 +143,7 @@ def measure_pair(
         "cpu_s": round(time.process_time() - cpu0, 1),
         "steal_pct": machine.steal_pct(clock, machine.cpu_clock()),
         **({"steps_ms": steps.medians()} if steps is not None else {}),
+        **replayed,
     }
 
 

@@ -68,7 +68,7 @@ _INHERITED = object()
 """Marks an attribute that was looked up on a base class (removed again, not set back)."""
 
 
-def _resolve(target: str) -> tuple[Any, str]:
+def resolve(target: str) -> tuple[Any, str]:
     """The object holding ``target``'s last attribute, and that attribute's name."""
     module, _, qualname = target.partition(":")
     owner: Any = importlib.import_module(module)
@@ -78,6 +78,28 @@ def _resolve(target: str) -> tuple[Any, str]:
     if not callable(getattr(owner, name, None)):
         raise LookupError(f"{target} is not a function")
     return owner, name
+
+
+Wrap = tuple[Any, str, Callable[[Callable[..., Any]], Callable[..., Any]]]
+"""``(owner, name, wrap)``: ``owner.name`` to be replaced by ``wrap(owner.name)``."""
+
+
+@contextmanager
+def patched(wraps: list[Wrap]) -> Iterator[None]:
+    """Every wrap in place while the block runs, each attribute put back after (one after the
+    other, undone in reverse: a wrapper may wrap a wrapper)."""
+    saved: list[tuple[Any, str, Any]] = []
+    try:
+        for owner, name, wrap in wraps:
+            saved.append((owner, name, vars(owner).get(name, _INHERITED)))
+            setattr(owner, name, wrap(getattr(owner, name)))
+        yield
+    finally:
+        for owner, name, original in reversed(saved):
+            if original is _INHERITED:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
 
 
 @dataclass
@@ -121,29 +143,19 @@ class Steps:
         whose ``search`` marks the hand-off to and from the guard's worker thread."""
         from indexplug.guard import Guard
 
-        wraps: list[tuple[Any, str, Callable[[Callable[..., Any]], Callable[..., Any]]]] = []
+        wraps: list[Wrap] = []
         seen: set[str] = set()
         for steps in self.labels.values():
             for label, target in steps:
                 if target not in seen:
                     seen.add(target)
-                    owner, name = _resolve(target)
+                    owner, name = resolve(target)
                     wraps.append((owner, name, partial(self._timed, label)))
         for cls in {type(b) for b in backends}:
             wraps.append((cls, "search", partial(self._stamped, "op", end="op_end")))
         wraps.append((Guard, "_call", partial(self._stamped, "call", end="call_end")))
-        saved: list[tuple[Any, str, Any]] = []
-        try:
-            for owner, name, wrap in wraps:  # one after the other: a wrapper may wrap a wrapper
-                saved.append((owner, name, vars(owner).get(name, _INHERITED)))
-                setattr(owner, name, wrap(getattr(owner, name)))
+        with patched(wraps):
             yield
-        finally:
-            for owner, name, original in reversed(saved):
-                if original is _INHERITED:
-                    delattr(owner, name)
-                else:
-                    setattr(owner, name, original)
 
     def turn(self, side: str, search: Callable[[], Any], *, timed: bool) -> Any:
         """Run one search of ``side``; when ``timed``, keep what each step took in it."""
