@@ -25,6 +25,7 @@ from typing import Any
 
 from indexplug_bench import machine
 from indexplug_bench.paired import combine_pairs
+from indexplug_bench.replay import EVICT_MB, LIBRARY_CALLS, Replay
 from indexplug_bench.report import merge, render
 from indexplug_bench.systems import MINILM, SCALE_SYSTEMS, SYSTEMS, System, by_name
 from indexplug_bench.warm import warm
@@ -437,7 +438,6 @@ def replay(a: argparse.Namespace) -> None:
     ``paired``, then the system's searches again with the library's answers replayed from
     memory (:mod:`indexplug_bench.replay`): the framework's own work, warm and after a wait."""
     from indexplug_bench.paired import measure_pair
-    from indexplug_bench.replay import LIBRARY_CALLS, Replay
 
     results = {**_results(), "replayed": []}
     with _elastic(a) as ctx:
@@ -458,7 +458,7 @@ def replay(a: argparse.Namespace) -> None:
                     ctx=ctx,
                     warmup=max(1, a.warmup),
                     workdir=Path(tmp),
-                    replay=Replay(calls, **({"evict_mb": a.evict_mb} if a.evict_mb else {})),
+                    replay=Replay(calls, evict_mb=a.evict_mb),
                 )
             results["replayed"].append(row)
             lat, raw_p50 = row["latency_ms"], row["latency_ms"]["raw"]["p50"]
@@ -549,8 +549,8 @@ def main() -> None:
     rp.add_argument(
         "--evict-mb",
         type=int,
-        default=None,
-        help="memory written before each search after a wait (default: replay.EVICT_MB)",
+        default=EVICT_MB,
+        help="MiB of memory written before each search after a wait",
     )
     w = sub.add_parser(
         "warm",
