@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -402,77 +402,82 @@ def paired(a: argparse.Namespace) -> None:
     _finished(a, results)
 
 
-def steps(a: argparse.Namespace) -> None:
-    """Each chosen indexplug system against its raw library in this process, in the turns of
-    ``paired``, with their steps timed in place (:mod:`indexplug_bench.steps`)."""
+def _pairs_in_process(
+    a: argparse.Namespace,
+    key: str,
+    more: Callable[[System, System], dict[str, Any] | str],
+    show: Callable[[dict[str, Any]], None],
+) -> None:
+    """``measure_pair`` for each chosen pair in this process, a row each under ``key`` (for
+    ``steps`` and ``replay``): ``more(system, raw)`` gives its further arguments, or why the
+    pair is left out; ``show`` prints a row."""
     from indexplug_bench.paired import measure_pair
-    from indexplug_bench.steps import for_pair
 
-    results = {**_results(), "steps": []}
+    results = {**_results(), key: []}
     with _elastic(a) as ctx:
         for system, raw in _pairs(a, ctx, results):
-            print(f"steps of {system.name} with {raw.name} on {a.scifact}", file=sys.stderr)
-            with tempfile.TemporaryDirectory(prefix="indexplug-steps-") as tmp:
+            label = f"{system.name} with {raw.name}"
+            arguments = more(system, raw)
+            if isinstance(arguments, str):
+                results["skipped"][label] = arguments
+                print(f"skip {label}: {arguments}", file=sys.stderr)
+                continue
+            print(f"{key}: {label} on {a.scifact}", file=sys.stderr)
+            with tempfile.TemporaryDirectory(prefix=f"indexplug-{key}-") as tmp:
                 row = measure_pair(
                     system.name,
                     raw.name,
                     str(a.scifact),
                     top_k=a.top_k,
                     ctx=ctx,
-                    warmup=a.warmup,
                     workdir=Path(tmp),
-                    steps=for_pair(system.name, raw.name),
+                    **{"warmup": a.warmup, **arguments},
                 )
-            results["steps"].append(row)
-            lat = row["latency_ms"]
-            for side in ("system", "raw"):
-                print(f"  {row[side]}: p50 {lat[side]['p50']} ms", file=sys.stderr)
-                for step, ms in row["steps_ms"].get(side, {}).items():
-                    print(f"    {step}: {ms} ms", file=sys.stderr)
+            results[key].append(row)
+            show(row)
             a.out.write_text(json.dumps(results, indent=1))
     _finished(a, results)
+
+
+def steps(a: argparse.Namespace) -> None:
+    """Each chosen indexplug system against its raw library in this process, in the turns of
+    ``paired``, with their steps timed in place (:mod:`indexplug_bench.steps`)."""
+    from indexplug_bench.steps import for_pair
+
+    def show(row: dict[str, Any]) -> None:
+        lat = row["latency_ms"]
+        for side in ("system", "raw"):
+            print(f"  {row[side]}: p50 {lat[side]['p50']} ms", file=sys.stderr)
+            for step, ms in row["steps_ms"].get(side, {}).items():
+                print(f"    {step}: {ms} ms", file=sys.stderr)
+
+    _pairs_in_process(a, "steps", lambda s, r: {"steps": for_pair(s.name, r.name)}, show)
 
 
 def replay(a: argparse.Namespace) -> None:
     """Each chosen indexplug system against its raw library in this process, in the turns of
     ``paired``, then the system's searches again with the library's answers replayed from
     memory (:mod:`indexplug_bench.replay`): the framework's own work, warm and after a wait."""
-    from indexplug_bench.paired import measure_pair
 
-    results = {**_results(), "replayed": []}
-    with _elastic(a) as ctx:
-        for system, raw in _pairs(a, ctx, results):
-            label = f"{system.name} with {raw.name}"
-            calls = LIBRARY_CALLS.get(system.name)
-            if calls is None:
-                results["skipped"][label] = "its library calls are not named for a replay"
-                print(f"skip {label}: {results['skipped'][label]}", file=sys.stderr)
-                continue
-            print(f"replay of {label} on {a.scifact}", file=sys.stderr)
-            with tempfile.TemporaryDirectory(prefix="indexplug-replay-") as tmp:
-                row = measure_pair(
-                    system.name,
-                    raw.name,
-                    str(a.scifact),
-                    top_k=a.top_k,
-                    ctx=ctx,
-                    warmup=max(1, a.warmup),
-                    workdir=Path(tmp),
-                    replay=Replay(calls, evict_mb=a.evict_mb),
-                )
-            results["replayed"].append(row)
-            lat, raw_p50 = row["latency_ms"], row["latency_ms"]["raw"]["p50"]
-            print(
-                f"  in place: {row['system']} p50 {lat['system']['p50']} ms, "
-                f"{row['raw']} p50 {raw_p50} ms",
-                file=sys.stderr,
-            )
-            for regime, ms in row["replayed_p50_ms"].items():
-                share = f"{100 * ms / raw_p50:.1f}% of the raw p50" if raw_p50 else ""
-                print(f"  replayed {regime}: p50 {ms} ms ({share})", file=sys.stderr)
-            print(f"  mismatched answers: {row['replay_mismatches']}", file=sys.stderr)
-            a.out.write_text(json.dumps(results, indent=1))
-    _finished(a, results)
+    def more(system: System, raw: System) -> dict[str, Any] | str:
+        calls = LIBRARY_CALLS.get(system.name)
+        if calls is None:
+            return "its library calls are not named for a replay"
+        return {"warmup": max(1, a.warmup), "replay": Replay(calls, evict_mb=a.evict_mb)}
+
+    def show(row: dict[str, Any]) -> None:
+        lat, raw_p50 = row["latency_ms"], row["latency_ms"]["raw"]["p50"]
+        print(
+            f"  in place: {row['system']} p50 {lat['system']['p50']} ms, "
+            f"{row['raw']} p50 {raw_p50} ms",
+            file=sys.stderr,
+        )
+        for regime, ms in row["replayed_p50_ms"].items():
+            share = f"{100 * ms / raw_p50:.1f}% of the raw p50" if raw_p50 else ""
+            print(f"  replayed {regime}: p50 {ms} ms ({share})", file=sys.stderr)
+        print(f"  mismatched answers: {row['replay_mismatches']}", file=sys.stderr)
+
+    _pairs_in_process(a, "replayed", more, show)
 
 
 def _pair_arguments(p: argparse.ArgumentParser) -> None:
