@@ -395,6 +395,7 @@ def test_a_pair_in_one_process_is_measured_in_turns_and_judges_the_overhead(
             "2",
             "--top-k",
             "10",
+            "--replay",
             "--out",
             str(out),
         ],
@@ -402,6 +403,7 @@ def test_a_pair_in_one_process_is_measured_in_turns_and_judges_the_overhead(
     )
     (pair,) = json.loads(out.read_text())["paired"]
     assert pair["repeats"] == 2 and len(pair["ratio_p50"]) == 2
+    assert "replayed_p50_ms" not in pair  # SQLite's calls are not named for a replay
     assert pair["raw"] == "raw sqlite3 FTS5 (same query)" and pair["same_top_hit"] == 1
 
     # the verdict comes from the pair; the separate-process ratio is shown beside it
@@ -592,3 +594,44 @@ def test_a_replay_records_in_the_warm_up_of_a_pair_and_never_in_its_timed_pass(
         "not named for a replay"
         in got["skipped"]["indexplug sqlite-fts5 with raw sqlite3 FTS5 (same query)"]
     )
+
+
+def test_replayed_medians_of_every_repeat_are_combined_and_shown(tmp_path: Path) -> None:
+    from indexplug_bench.paired import combine_pairs
+
+    def repeat(warm: float, wait: float, raw: float, mismatched: int) -> dict[str, Any]:
+        return {
+            "system": "indexplug elastic BM25",
+            "raw": "raw elasticsearch (same query, orjson)",
+            "dataset": "scifact",
+            "passages": 3,
+            "queries": 1,
+            "top_k": 100,
+            "warmup": 1,
+            "latency_ms": {"system": {"p50": raw + 1.0}, "raw": {"p50": raw}},
+            "ratio_p50": (raw + 1.0) / raw,
+            "query_ratio_p50": (raw + 1.0) / raw,
+            "same_top_hit": 1,
+            "answered": {"system": 1, "raw": 1},
+            "failures": {"system": {}, "raw": {}},
+            "load_avg": [0.5, 0.6],
+            "replayed_p50_ms": {"warm": warm, "after a wait": wait},
+            "replay_mismatches": {"after a wait": mismatched} if mismatched else {},
+        }
+
+    rows = [repeat(0.6, 1.0, 4.0, 0), repeat(0.5, 1.2, 5.0, 2), repeat(0.7, 0.9, 4.5, 1)]
+    pair = combine_pairs(rows)
+    assert pair["replayed_p50_ms"] == {"warm": [0.6, 0.5, 0.7], "after a wait": [1.0, 1.2, 0.9]}
+    assert pair["replay_mismatches"] == {"after a wait": 3}
+    # a pair whose repeats did not all replay has no replayed figures at all
+    assert "replayed_p50_ms" not in combine_pairs([rows[0], {**rows[1], "replayed_p50_ms": {}}])
+
+    machine = {"cores": 2, "memory_gib": 1, "platform": "x", "python": "3.11", "versions": {}}
+    run = {"machine": machine, "command": "paired --replay", "quality": [], "scale": []}
+    md = tmp_path / "b.md"
+    render(merge([{**run, "skipped": {}, "paired": [pair]}]), md, tmp_path / "img")
+    text = md.read_text()
+    assert "### The framework's own work, replayed" in text
+    # medians with their spread, and the warm median as a share of the raw median (0.6 / 4.5)
+    assert "| indexplug elastic BM25 | 100 | 0.600 (0.500..0.700) | 1.000 (0.900..1.200) |" in text
+    assert "| 4.50 | 13.3% | 3 |" in text

@@ -373,7 +373,12 @@ def paired(a: argparse.Namespace) -> None:
     turns (:mod:`indexplug_bench.paired`), ``--repeats`` processes each."""
     results = {**_results(), "paired": []}
     with _elastic(a) as ctx:
-        extra = [*_elastic_args(ctx), "--warmup", str(a.warmup)]
+        extra = [
+            *_elastic_args(ctx),
+            "--warmup",
+            str(a.warmup),
+            *(["--replay"] if a.replay else []),
+        ]
         for system, raw in _pairs(a, ctx, results):
             label = f"{system.name} with {raw.name}"
             print(f"pair {label} on {a.scifact}", file=sys.stderr)
@@ -538,6 +543,12 @@ def main() -> None:
     )
     _pair_arguments(pr)
     pr.add_argument("--repeats", type=int, default=5, help="processes per pair")
+    pr.add_argument(
+        "--replay",
+        action="store_true",
+        help="in each process, after the timed pass, also the system's searches with the "
+        "library's answers replayed from memory (as `replay`; the page shows both)",
+    )
     pr.add_argument("--timeout", type=float, default=3600)
     st = sub.add_parser(
         "steps",

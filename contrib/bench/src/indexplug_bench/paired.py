@@ -176,4 +176,23 @@ def combine_pairs(rows: list[dict[str, Any]]) -> dict[str, Any]:
         },
         "load_avg": [rows[0]["load_avg"][0], last["load_avg"][-1]],
         "steal_pct": max((r.get("steal_pct") or 0.0 for r in rows), default=None),
+        **_combined_replays(rows),
+    }
+
+
+def _combined_replays(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The replayed medians of every repeat side by side (when every repeat replayed), and
+    the mismatches summed."""
+    if not rows or not all(r.get("replayed_p50_ms") for r in rows):
+        return {}
+    regimes = [
+        g for g in rows[0]["replayed_p50_ms"] if all(g in r["replayed_p50_ms"] for r in rows)
+    ]
+    mismatches: dict[str, int] = {}
+    for r in rows:
+        for regime, n in r.get("replay_mismatches", {}).items():
+            mismatches[regime] = mismatches.get(regime, 0) + n
+    return {
+        "replayed_p50_ms": {g: [r["replayed_p50_ms"][g] for r in rows] for g in regimes},
+        "replay_mismatches": mismatches,
     }

@@ -418,6 +418,44 @@ def _paired_section(results: dict[str, Any]) -> list[str]:
             f"{r['same_top_hit']} of {r['queries']} | {_load(r)} | {r.get('run', 0) + 1} |"
         )
     lines.append("")
+    return lines + _replayed_section(pairs)
+
+
+def _replayed_section(pairs: list[dict[str, Any]]) -> list[str]:
+    """The framework's own work per search, from pairs measured with ``paired --replay``."""
+    replayed = [r for r in pairs if r.get("replayed_p50_ms")]
+    if not replayed:
+        return []
+    lines = [
+        "### The framework's own work, replayed",
+        "",
+        "In the same processes, after the timed pass: the system's searches again with the "
+        "answers of its library calls (Elasticsearch's `_msearch`; Chroma's query and the "
+        "query's embedding) replayed from memory, recorded in the warm-up pass, so only the "
+        "guard, the backend around those calls and the reading of the outcome are timed "
+        "(`python -m indexplug_bench paired --replay`, `indexplug_bench/replay.py`).  *Warm*: "
+        "the replayed searches back to back, everything in the CPU's caches (a lower bound); "
+        "*after a wait*: 64 MiB of memory written and a sleep as long as the raw library's "
+        "median search before each (an upper bound here: it cools the caches more than a "
+        "real search does).  *Share*: the warm median over the raw library's median search "
+        "in place.  Every replayed answer is compared with the one given in place; "
+        "*mismatches* were left out.",
+        "",
+        "| system | top k | warm, ms | after a wait, ms | raw p50 ms | share, warm "
+        "| mismatches | run |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(replayed, key=lambda r: (r["system"], r.get("top_k") or 0)):
+        warm = r["replayed_p50_ms"].get("warm") or []
+        wait = r["replayed_p50_ms"].get("after a wait") or []
+        raw = _med(r["p50_ms"]["raw"])
+        share = f"{100 * _med(warm) / raw:.1f}%" if warm and raw else "-"
+        lines.append(
+            f"| {r['system']} | {r['top_k']} | {_spread(warm, '{:.3f}')} | "
+            f"{_spread(wait, '{:.3f}')} | {raw:.2f} | {share} | "
+            f"{sum((r.get('replay_mismatches') or {}).values())} | {r.get('run', 0) + 1} |"
+        )
+    lines.append("")
     return lines
 
 

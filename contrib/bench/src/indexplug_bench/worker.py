@@ -189,6 +189,12 @@ def main() -> None:
         help="measure SYSTEM against the system RAW in this process, query by query in turns "
         "(indexplug_bench.paired); --repeats is then the caller's business (one pass here)",
     )
+    p.add_argument(
+        "--replay",
+        action="store_true",
+        help="with --paired-with: also replay SYSTEM's searches with its library's answers "
+        "from memory (indexplug_bench.replay), where its library calls are named",
+    )
     a = p.parse_args()
     ctx = {
         "elastic_url": a.elastic_url,
@@ -196,7 +202,9 @@ def main() -> None:
     }
     if a.paired_with:
         from indexplug_bench.paired import measure_pair
+        from indexplug_bench.replay import LIBRARY_CALLS, Replay
 
+        calls = LIBRARY_CALLS.get(a.system) if a.replay else None
         with _workdir(a.workdir) as tmp:
             pair = measure_pair(
                 a.system,
@@ -204,8 +212,9 @@ def main() -> None:
                 a.dataset,
                 top_k=a.top_k,
                 ctx=ctx,
-                warmup=a.warmup,
+                warmup=max(1, a.warmup) if calls else a.warmup,
                 workdir=Path(tmp),
+                replay=Replay(calls) if calls else None,
             )
         a.out.write_text(json.dumps(pair, indent=1))
         return
