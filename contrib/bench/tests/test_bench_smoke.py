@@ -28,6 +28,30 @@ def tiny_beir(ds: Path) -> Path:
     return ds
 
 
+def sqlite_pair_cli(command: str, ds: Path, out: Path, *args: str) -> dict[str, Any]:
+    """``python -m indexplug_bench COMMAND`` on the sqlite-fts5 pair of ``ds`` (no
+    Elasticsearch), its results file read back."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "indexplug_bench",
+            command,
+            "--scifact",
+            str(ds),
+            "--only",
+            "indexplug sqlite-fts5",
+            "--no-elastic",
+            *args,
+            "--out",
+            str(out),
+        ],
+        check=True,
+    )
+    got: dict[str, Any] = json.loads(out.read_text())
+    return got
+
+
 def test_synthetic_corpus_is_deterministic_and_zipfian() -> None:
     a = next(synthetic.passages(200, seed=3, batch=200))
     b = next(synthetic.passages(200, seed=3, batch=200))
@@ -380,28 +404,8 @@ def test_a_pair_in_one_process_is_measured_in_turns_and_judges_the_overhead(
     assert (s - half) / (r + half) <= one["ratio_p50"] <= (s + half) / max(r - half, 1e-9)
 
     out = tmp_path / "paired.json"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "indexplug_bench",
-            "paired",
-            "--scifact",
-            str(ds),
-            "--only",
-            "indexplug sqlite-fts5",
-            "--no-elastic",
-            "--repeats",
-            "2",
-            "--top-k",
-            "10",
-            "--replay",
-            "--out",
-            str(out),
-        ],
-        check=True,
-    )
-    (pair,) = json.loads(out.read_text())["paired"]
+    got = sqlite_pair_cli("paired", ds, out, "--repeats", "2", "--top-k", "10", "--replay")
+    (pair,) = got["paired"]
     assert pair["repeats"] == 2 and len(pair["ratio_p50"]) == 2
     assert "replayed_p50_ms" not in pair  # SQLite's calls are not named for a replay
     assert pair["raw"] == "raw sqlite3 FTS5 (same query)" and pair["same_top_hit"] == 1
@@ -437,7 +441,7 @@ def test_a_pair_in_one_process_is_measured_in_turns_and_judges_the_overhead(
     merged = merge(
         [
             {"machine": machine, "command": "run", "quality": quality, "scale": [], "skipped": {}},
-            json.loads(out.read_text()),
+            got,
         ]
     )
     assert [r["run"] for r in merged["paired"]] == [1]
@@ -486,25 +490,7 @@ def test_the_steps_of_a_pair_are_timed_in_place_and_the_timers_removed_after(
     assert one["steps_ms"]["raw"] == {}  # no step of the raw sqlite3 side is named
 
     out = tmp_path / "steps.json"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "indexplug_bench",
-            "steps",
-            "--scifact",
-            str(ds),
-            "--only",
-            "indexplug sqlite-fts5",
-            "--no-elastic",
-            "--top-k",
-            "10",
-            "--out",
-            str(out),
-        ],
-        check=True,
-    )
-    (row,) = json.loads(out.read_text())["steps"]
+    (row,) = sqlite_pair_cli("steps", ds, out, "--top-k", "10")["steps"]
     assert row["system"] == system and row["steps_ms"]["system"]["backend: whole search"] > 0
 
 
@@ -572,23 +558,7 @@ def test_a_replay_records_in_the_warm_up_of_a_pair_and_never_in_its_timed_pass(
     assert len(record) == 1 and record[0][0] in replay.calls
 
     out = tmp_path / "replay.json"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "indexplug_bench",
-            "replay",
-            "--scifact",
-            str(ds),
-            "--only",
-            "indexplug sqlite-fts5",
-            "--no-elastic",
-            "--out",
-            str(out),
-        ],
-        check=True,
-    )
-    got = json.loads(out.read_text())
+    got = sqlite_pair_cli("replay", ds, out)
     assert got["replayed"] == []  # SQLite is called all through the plugin: no call to replay
     assert (
         "not named for a replay"
