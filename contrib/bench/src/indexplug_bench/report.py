@@ -6,6 +6,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from indexplug_bench.replay import EVICT_MB
 from indexplug_bench.systems import SYSTEMS
 
 PARTS = ("quality", "scale", "embedding", "paired")
@@ -435,7 +436,7 @@ def _replayed_section(pairs: list[dict[str, Any]]) -> list[str]:
         "guard, the backend around those calls and the reading of the outcome are timed "
         "(`python -m indexplug_bench paired --replay`, `indexplug_bench/replay.py`).  *Warm*: "
         "the replayed searches back to back, everything in the CPU's caches (a lower bound); "
-        "*after a wait*: 64 MiB of memory written and a sleep as long as the raw library's "
+        f"*after a wait*: {EVICT_MB} MiB of memory written and a sleep as long as the raw library's "
         "median search before each (an upper bound here: it cools the caches more than a "
         "real search does).  *Share*: the warm median over the raw library's median search "
         "in place.  Every replayed answer is compared with the one given in place; "
