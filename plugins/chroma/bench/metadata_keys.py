@@ -1,17 +1,22 @@
-"""What a record's metadata keys cost a Chroma query: none, one, or four keys per record.
+"""What a record's metadata keys cost a Chroma query: none, one or four keys per record, or the
+provenance in the document.
 
 ``python plugins/chroma/bench/metadata_keys.py [--records 5183] [--queries 300]``
 
 Chroma (embedded) keeps a record's document and metadata as one row per key and reads them back
 for every hit a query returns, so the number of keys a backend writes per record is paid on every
-search, a hundred times over at top 100.  This builds three collections of the same random
-vectors and SciFact-sized documents (about 1,500 characters), differing only in their metadata:
+search, a hundred times over at top 100.  This builds four collections of the same random
+vectors and SciFact-sized documents (about 1,500 characters), differing only in their metadata
+and documents:
 
 * **none**: no metadata (what a raw user who keeps the source in the id stores);
-* **one**: the provenance as one JSON key (the chroma backend's ``ip.prov``);
-* **four**: source, start, end and metadata as four keys (the backend's earlier layout);
+* **in document**: no metadata, the provenance JSON after the text in the document, behind a
+  record separator (the chroma backend's layout since December 2026);
+* **one**: the provenance as one JSON key, ``ip.prov`` (the backend's layout before, still
+  written with ``plain_documents=true``);
+* **four**: source, start, end and metadata as four keys (the backend's first layout);
 
-then runs the same random queries against all three, interleaved query by query (so drift in the
+then runs the same random queries against all of them, interleaved query by query (so drift in the
 machine's load hits them alike), asking for documents, metadatas (where there are any) and
 distances, and prints the median milliseconds per query at k=10 and k=100.
 """
@@ -41,16 +46,15 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, float]]:
     n = args.records
     vectors = rng.standard_normal((n, 384)).astype(np.float32)
     docs = [f"passage {i} " + "word " * 300 for i in range(n)]
+    provs = [
+        json.dumps({"source": {"uri": f"beir://scifact/{i}"}, "start": 0, "end": 1500, "meta": {}})
+        for i in range(n)
+    ]
+    inline = [f"{d}\x1e{p}" for d, p in zip(docs, provs, strict=True)]
     layouts: dict[str, list[dict[str, Any]] | None] = {
         "none": None,
-        "one": [
-            {
-                "ip.prov": json.dumps(
-                    {"source": {"uri": f"beir://scifact/{i}"}, "start": 0, "end": 1500, "meta": {}}
-                )
-            }
-            for i in range(n)
-        ],
+        "in document": None,
+        "one": [{"ip.prov": p} for p in provs],
         "four": [
             {
                 "ip.source": json.dumps({"uri": f"beir://scifact/{i}"}),
@@ -67,20 +71,21 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, float]]:
     collections = {}
     for name, metas in layouts.items():
         col = client.create_collection(
-            f"keys-{name}",
+            f"keys-{name.replace(' ', '-')}",
             configuration={"hnsw": {"space": "cosine", "ef_search": 256}},
             embedding_function=None,
         )
         for i in range(0, n, 2000):
             part: dict[str, Any] = {
                 "ids": [f"id{j}" for j in range(i, min(n, i + 2000))],
-                "documents": docs[i : i + 2000],
+                "documents": (inline if name == "in document" else docs)[i : i + 2000],
                 "embeddings": vectors[i : i + 2000],
             }
             if metas is not None:
                 part["metadatas"] = metas[i : i + 2000]
             col.add(**part)
-        collections[name] = (col, metas is not None)
+        # what the backend asks for: metadatas too, where a record may have some
+        collections[name] = (col, name != "none")
     queries = rng.standard_normal((args.queries, 384)).astype(np.float32)
     report: dict[int, dict[str, float]] = {}
     for k in (10, 100):

@@ -66,6 +66,7 @@ def odd_passages() -> list[Passage]:
         ("astral 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 🦜🔥 𠜎𠜱 👩\u200d👩\u200d👧", {"emoji🦜": "🔥"}),
         ("right-to-left \u200fمرحبا بالعالم\u200f and שלום עולם", {"dir": "rtl"}),
         ("tabs\tnewlines\ncarriage\r\nvertical\x0bunit\x1fseparator", {}),
+        ("record\x1eseparators, the backend's own, \x1e in the text\x1e", {}),
         (
             "metadata of every kind",
             {

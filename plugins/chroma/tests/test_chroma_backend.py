@@ -25,6 +25,7 @@ from indexplug import (
     Searched,
 )
 from indexplug.embedders.hashing import HashingEmbedder
+from indexplug.passages import provenance_json
 from indexplug.plugins import get_registry
 from indexplug.protocols import Granularity, Vector
 from indexplug_chroma import ChromaBackend, ChromaSettings, sizes
@@ -580,41 +581,56 @@ def test_new_collections_search_with_ef_256_unless_told(make_guard: MakeGuard) -
         assert conf["hnsw"]["ef_search"] == want and conf["hnsw"]["space"] == "cosine"
 
 
-def test_a_record_holds_its_provenance_in_one_key_and_old_records_still_read() -> None:
-    """Chroma reads a record's metadata back one row per key, so the provenance is one JSON
-    key (with the filterable ``m.*`` copies beside it); records written with the earlier
-    layout (a key per field) come back the same."""
+def test_a_record_holds_its_provenance_after_its_text_and_old_records_still_read() -> None:
+    """Chroma reads a record's metadata back one row per key, so the provenance rides in the
+    document after the text and a record has metadata only for the filterable ``m.*``
+    copies; records written in the two earlier layouts (the provenance in one ``ip.prov``
+    key, before that a key per field) come back the same."""
     import json
 
     from indexplug_chroma import records
 
     for p in [*corpus(5), *odd_passages()]:
-        meta = records.to_metadata(p)
-        assert [k for k in meta if not k.startswith(records.META_PREFIX)] == [records.PROV]
-        assert {k[2:]: v for k, v in meta.items() if k.startswith("m.")} == p.metadata
-        assert records.from_record(p.id, p.text, meta) == p
-        old: dict[str, object] = {
+        doc, meta = records.to_record(p)
+        assert (
+            doc.startswith(p.text)
+            and doc.count(records.SEPARATOR) == p.text.count(records.SEPARATOR) + 1
+        )
+        assert records.split_document(doc) == (p.text, provenance_json(p))
+        if p.metadata:
+            assert meta is not None and all(k.startswith(records.META_PREFIX) for k in meta)
+            assert {k[2:]: v for k, v in meta.items()} == p.metadata
+        else:
+            assert meta is None  # Chroma refuses an empty map
+        assert records.from_record(p.id, doc, meta) == p
+        before = records.to_record(p, plain_document=True)
+        assert before == (p.text, {records.PROV: provenance_json(p), **(meta or {})})
+        assert records.from_record(p.id, *before) == p
+        oldest: dict[str, object] = {
             records.SOURCE: p.source.model_dump_json(exclude_none=True),
             records.START: p.start,
             records.END: p.end,
             records.META: json.dumps(p.metadata, ensure_ascii=False),
-            **{k: v for k, v in meta.items() if k != records.PROV},
+            **(meta or {}),
         }
         if p.document_sha256:
-            old[records.DOC] = p.document_sha256
-        assert records.from_record(p.id, p.text, old) == p
+            oldest[records.DOC] = p.document_sha256
+        assert records.from_record(p.id, p.text, oldest) == p
+    with pytest.raises(ValueError, match="no provenance"):
+        records.from_record("x" * 64, "a text someone else stored", None)
     # a cached provenance is never shared with a caller: each passage gets its own metadata
     p = corpus(1)[0]
-    a = records.from_record(p.id, p.text, records.to_metadata(p))
+    a = records.from_record(p.id, *records.to_record(p))
     a.metadata["topic"] = "changed"
-    assert records.from_record(p.id, p.text, records.to_metadata(p)) == p
+    assert records.from_record(p.id, *records.to_record(p)) == p
 
 
 def test_hits_come_back_the_same_whichever_way_a_records_layout_sends_them() -> None:
-    """Chroma's answer becomes hits in one pass when every record holds today's provenance
-    key, and a record at a time otherwise (a filtered search, an older record, a broken one);
-    both ways give the same hits, ranked 1..n after dropping non-finite distances, and a
-    record that is not a passage is named."""
+    """Chroma's answer becomes hits in one pass when every record holds its provenance as
+    one string (after its text, or in the earlier ``ip.prov`` key), and a record at a time
+    otherwise (a filtered search, a record in the oldest layout, a broken one); both ways give
+    the same hits, ranked 1..n after dropping non-finite distances, and a record that is not
+    a passage is named."""
     import json
     import math
 
@@ -622,37 +638,79 @@ def test_hits_come_back_the_same_whichever_way_a_records_layout_sends_them() -> 
     from indexplug_chroma.backend import _hits
 
     ps = [*corpus(4), *odd_passages()]
-    metas = [records.to_metadata(p) for p in ps]
+    docs = [records.to_record(p)[0] for p in ps]
+    metas = [records.to_record(p)[1] for p in ps]
     dists = [0.1 * i for i in range(len(ps))]
     dists[1] = math.nan  # a degenerate stored vector: no similarity, dropped
 
-    def answer(metadatas: list[dict[str, object]]) -> dict[str, list[list[object]]]:
+    def answer(
+        documents: list[str], metadatas: list[dict[str, object] | None]
+    ) -> dict[str, list[list[object]]]:
         return {
             "ids": [[p.id for p in ps]],
-            "documents": [[p.text for p in ps]],
+            "documents": [documents],
             "metadatas": [metadatas],
             "distances": [dists],
         }
 
     kept = [p for i, p in enumerate(ps) if i != 1]
-    fast = _hits(answer(metas), None)
+    fast = _hits(answer(docs, metas), None)
     assert [h.passage for h in fast] == kept
     assert [h.rank for h in fast] == list(range(1, len(kept) + 1))
     assert [h.score for h in fast] == [1.0 - d for i, d in enumerate(dists) if i != 1]
+    # records of the layout before among them: the text as the document, the provenance in
+    # a key (with the filterable copies beside it)
+    before = [records.to_record(p, plain_document=True) for p in ps]
+    mixed_docs = [before[i][0] if i % 2 else d for i, d in enumerate(docs)]
+    mixed_metas: list[dict[str, object] | None] = [
+        before[i][1] if i % 2 else m for i, m in enumerate(metas)
+    ]
+    assert _hits(answer(mixed_docs, mixed_metas), None) == fast
     p0 = ps[0]
-    old = {
+    oldest: dict[str, object] = {
         records.SOURCE: p0.source.model_dump_json(exclude_none=True),
         records.START: p0.start,
         records.END: p0.end,
         records.META: json.dumps(p0.metadata),
     }
     if p0.document_sha256:
-        old[records.DOC] = p0.document_sha256
-    assert _hits(answer([old, *metas[1:]]), None) == fast  # an older record among them
-    broken = [*metas[:2], {records.PROV: "{not json"}, *metas[3:]]
-    with pytest.raises(ValueError, match=f"stored record {ps[2].id[:12]}"):
-        _hits(answer(broken), None)
+        oldest[records.DOC] = p0.document_sha256
+    assert _hits(answer([p0.text, *docs[1:]], [oldest, *metas[1:]]), None) == fast
+    for broken in (
+        f"{ps[2].text}{records.SEPARATOR}{{not json",  # provenance that does not parse
+        ps[2].text.replace(records.SEPARATOR, ""),  # no provenance at all
+    ):
+        with pytest.raises(ValueError, match=f"stored record {ps[2].id[:12]}"):
+            _hits(answer([*docs[:2], broken, *docs[3:]], metas), None)
     key, value = next((k, v) for p in ps for k, v in p.metadata.items())
-    filtered = _hits(answer(metas), {key: value})
+    filtered = _hits(answer(docs, metas), {key: value})
     assert [h.passage for h in filtered] == [p for p in kept if p.metadata.get(key) == value]
     assert [h.rank for h in filtered] == list(range(1, len(filtered) + 1))
+
+
+def test_plain_documents_keep_the_text_alone_in_chromas_document(make_guard: MakeGuard) -> None:
+    """``plain_documents=true`` writes the layout other Chroma clients read as plain text (the
+    provenance in a metadata key); both layouts in one collection search the same."""
+    from indexplug_chroma import records
+
+    ps = corpus(6)
+    plain, default = make_guard(plain_documents="true"), make_guard()
+    assert isinstance(plain.add("mixed", ps[:3]), Indexed)
+    assert isinstance(default.add("mixed", ps[3:]), Indexed)
+    with plain.backend._store.use("mixed") as client:
+        got = client.get_collection(collection_name("mixed")).get(
+            include=["documents", "metadatas"]
+        )
+    stored = {pid: (d, m) for pid, d, m in zip(got["ids"], got["documents"], got["metadatas"])}
+    for p in ps[:3]:
+        assert stored[p.id] == records.to_record(p, plain_document=True)
+        assert stored[p.id][0] == p.text
+    for p in ps[3:]:
+        assert stored[p.id] == records.to_record(p)
+    for g in (plain, default):
+        out = g.search("mixed", ps[0].text, top_k=6)
+        assert isinstance(out, Searched)
+        assert sorted(h.passage.id for h in out.hits) == sorted(p.id for p in ps)
+        assert {h.passage.id: h.passage for h in out.hits} == {p.id: p for p in ps}
+    with pytest.raises(ValueError, match="plain_documents must be true or false"):
+        ChromaSettings.from_options({"plain_documents": "sometimes"})

@@ -421,13 +421,17 @@ class ChromaBackend:
     ) -> None:
         """Add ``new`` in batches of the size Chroma accepts (the caller undoes a failure)."""
         step = self._batch_size(client)
+        plain = self.settings.plain_documents
         for i in range(0, len(new), step):
             chunk = new[i : i + step]
+            documents, metadatas = zip(
+                *(records.to_record(p, plain_document=plain) for p in chunk), strict=True
+            )
             coll.add(
                 ids=[p.id for p in chunk],
                 embeddings=np.stack([vectors[p.id] for p in chunk]),
-                documents=[p.text for p in chunk],
-                metadatas=[records.to_metadata(p) for p in chunk],
+                documents=list(documents),
+                metadatas=list(metadatas) if any(m is not None for m in metadatas) else None,
             )
 
     def _undo(
@@ -677,9 +681,12 @@ class ChromaBackend:
             coll = self._store.get(client, index)
             if coll is None:
                 raise LookupError(f"index '{index}' does not exist")
-            got = coll.get(ids=[passage_id], include=["embeddings"])
+            got = coll.get(ids=[passage_id], include=["embeddings", "documents", "metadatas"])
             if not got["ids"]:
                 raise LookupError(f"passage {passage_id} is not in '{index}'")
+            if records.provenance_in_document(got["metadatas"][0]):
+                _, prov = records.split_document(got["documents"][0])
+                text = f"{text}{records.SEPARATOR}{prov}"
             coll.update(ids=[passage_id], documents=[text], embeddings=got["embeddings"])
 
 
@@ -750,11 +757,12 @@ def _hits(res: Mapping[str, Any], filters: Mapping[str, MetadataValue] | None) -
     """Chroma's answer as hits: cosine similarity = 1 - cosine distance, best first.
 
     A hit whose distance is not finite (a degenerate stored vector) has no similarity to rank
-    by and is dropped.  Records in today's layout (one provenance string) become hits in one
-    pass (:func:`indexplug.outcomes.hits_from_provenance`, cheaper per hit than one passage
-    and one hit at a time: ``core/bench/hit_building.py``); a filtered search, a record in
-    the older layout or one that is not a passage at all takes :func:`_hits_one_by_one`,
-    which also says which record is broken.
+    by and is dropped.  Records holding their provenance as one string (today's layout, in
+    the document, or the one before, in a metadata key) become hits in one pass
+    (:func:`indexplug.outcomes.hits_from_provenance`, cheaper per hit than one passage and one
+    hit at a time: ``core/bench/hit_building.py``); a filtered search, a record in the oldest
+    layout or one that is not a passage at all takes :func:`_hits_one_by_one`, which also says
+    which record is broken.
     """
     ids = (res.get("ids") or [[]])[0]
     docs = (res.get("documents") or [[None] * len(ids)])[0]
@@ -763,14 +771,22 @@ def _hits(res: Mapping[str, Any], filters: Mapping[str, MetadataValue] | None) -
     if filters:
         return _hits_one_by_one(ids, docs, metas, dists, filters)
     rows: list[tuple[str, float, str, str]] = []
+    sep, in_document = records.SEPARATOR, records.provenance_in_document
     for pid, doc, meta, dist in zip(ids, docs, metas, dists, strict=True):
         score = 1.0 - float(dist)
         if not math.isfinite(score):
             continue
-        prov = meta.get(records.PROV) if meta else None
-        if not isinstance(prov, str) or not isinstance(doc, str):
-            return _hits_one_by_one(ids, docs, metas, dists, filters)
-        rows.append((pid, score, doc, prov))
+        if not isinstance(doc, str):
+            return _hits_one_by_one(ids, docs, metas, dists, filters)  # named there
+        if in_document(meta):  # today's layout: the provenance after the text
+            text, found, prov = doc.rpartition(sep)
+            if not found:
+                return _hits_one_by_one(ids, docs, metas, dists, filters)
+        else:  # the layout before, a key of its own (the first layout: one by one)
+            text, prov = doc, meta.get(records.PROV)
+            if not isinstance(prov, str):
+                return _hits_one_by_one(ids, docs, metas, dists, filters)
+        rows.append((pid, score, text, prov))
     try:
         return hits_from_provenance(rows, SCALE.name)
     except Exception:

@@ -3,20 +3,27 @@
 A Chroma record is an id, a document, an embedding and a flat metadata map.  We use:
 
 * id: the passage id (content-addressed, so "adding a known id" means "adding this passage");
-* document: the passage text;
-* metadata, in two namespaces that cannot collide:
+* document: the passage text, then a record separator (``\x1e``) and the provenance: the
+  source, span and the passage's own metadata as one JSON object, in core's layout
+  (:func:`indexplug.passages.provenance_json`, the one Elasticsearch's ``prov`` field holds
+  too).  JSON keeps every value's exact type and digits (a bool stays a bool, ``1.0`` stays a
+  float), so a hit is the passage *exactly* as added.  JSON writes a control character in a
+  string as an escape, so the provenance never holds the separator and the *last* one in a
+  document is where the text ends, whatever the text holds.  Why in the document and not in a
+  metadata key: Chroma keeps a record's document and metadata as one row per key and reads all
+  of them back for every hit, so each key costs every search
+  (``bench/metadata_keys.py``, 5,183 SciFact-sized records, median query at k=100: 5.50 ms with
+  no metadata, 5.67 ms with the provenance in the document, 6.44 ms with it in one key,
+  7.64 ms with the four keys used before);
+* metadata: only ``m.<key>``, each of the passage's metadata values again as a native Chroma
+  value, so that Chroma can filter on it (``where={"m.topic": "animals"}``); a passage without
+  metadata has none.
 
-  - ``ip.prov``: the provenance and the passage's own metadata as one JSON object, in core's
-    layout (:func:`indexplug.passages.provenance_json`, the one Elasticsearch's ``prov`` field
-    holds too).  JSON keeps every value's exact type and digits (a bool stays a bool, ``1.0``
-    stays a float), so a hit is the passage *exactly* as added.  One key, not one per field:
-    Chroma keeps a record's metadata (its document too) as one row per key, and reading them
-    back is most of what a top-100 query costs beyond the vector search
-    (``bench/metadata_keys.py``, 5,183 SciFact-sized records, median query at k=100: 4.4 ms with
-    no metadata, 5.0 ms with one key, 6.0 ms with the four keys used before); records written
-    that way, ``ip.source``/``ip.start``/``ip.end``/``ip.doc``/``ip.meta``, are still read;
-  - ``m.<key>``: each metadata value again, as a native Chroma value, only so that Chroma can
-    filter on it (``where={"m.topic": "animals"}``).
+With the ``plain_documents`` option the document is the text alone and the provenance is in an
+``ip.prov`` metadata key (the layout before; for collections other Chroma clients read too).
+Records in either layout, and in the first one (a key per field: ``ip.source``/``ip.start``/
+``ip.end``/``ip.doc``/``ip.meta``), are all read; a record's own keys say which layout it has,
+so a collection may hold all three.
 
 Chroma compares ``1`` and ``1.0`` as equal; indexplug's equality filters are typed (a filter on
 the int ``2001`` does not match the float ``2001.0``), so hits are checked again against the
@@ -38,8 +45,10 @@ from indexplug.passages import (
 )
 
 META_PREFIX = "m."
+SEPARATOR = "\x1e"
+"""Between the text and the provenance in a record's document (ASCII's record separator)."""
+# the layouts of records written before the provenance moved into the document (still read)
 PROV = "ip.prov"
-# the layout of records written before ``ip.prov`` (still read)
 SOURCE = "ip.source"
 START = "ip.start"
 END = "ip.end"
@@ -47,16 +56,39 @@ DOC = "ip.doc"
 META = "ip.meta"
 
 
-def to_metadata(p: Passage) -> dict[str, Any]:
-    """The Chroma metadata map of a passage (see the module docstring)."""
-    meta: dict[str, Any] = {PROV: provenance_json(p)}
-    for key, value in p.metadata.items():
-        meta[META_PREFIX + key] = value
-    return meta
+def to_record(p: Passage, *, plain_document: bool = False) -> tuple[str, dict[str, Any] | None]:
+    """The Chroma document and metadata map of a passage (see the module docstring).
+
+    ``plain_document``: the layout before, the text alone as the document and the provenance
+    in the ``ip.prov`` key, for collections that other Chroma clients read too.  The map is
+    ``None`` rather than empty for a passage without metadata (Chroma refuses an empty map).
+    """
+    prov = provenance_json(p)
+    filterable = {META_PREFIX + key: value for key, value in p.metadata.items()}
+    if plain_document:
+        return p.text, {PROV: prov, **filterable}
+    return f"{p.text}{SEPARATOR}{prov}", filterable or None
+
+
+def provenance_in_document(metadata: Mapping[str, Any] | None) -> bool:
+    """Whether a record with this metadata holds its provenance in its document (today's
+    layout): no key of either earlier layout."""
+    return not metadata or (PROV not in metadata and SOURCE not in metadata)
+
+
+def split_document(document: str) -> tuple[str, str]:
+    """A document in today's layout as ``(text, provenance)``; ``ValueError`` for one
+    without the separator (not written by this plugin, or edited behind its back)."""
+    text, sep, prov = document.rpartition(SEPARATOR)
+    if not sep:
+        raise ValueError("the document holds no provenance after a record separator")
+    return text, prov
 
 
 def from_record(pid: str, document: str | None, metadata: Mapping[str, Any] | None) -> Passage:
     """The stored passage, rebuilt *without* the id check (the guard does that check)."""
+    if provenance_in_document(metadata):
+        return passage_from_provenance(pid, *split_document(document or ""))
     meta = metadata or {}
     raw = meta.get(PROV)
     if raw is not None:
@@ -96,10 +128,10 @@ def matches(p: Passage, filters: Mapping[str, MetadataValue] | None) -> bool:
 
 
 def payload_bytes(p: Passage) -> int:
-    """Bytes of a passage's text and metadata as stored (what a server's size estimate
+    """Bytes of a passage's document and metadata as stored (what a server's size estimate
     counts for each passage besides its embedding)."""
-    meta = to_metadata(p)
-    size = len(p.text.encode("utf-8"))
-    for key, value in meta.items():
+    document, meta = to_record(p)
+    size = len(document.encode("utf-8"))
+    for key, value in (meta or {}).items():
         size += len(key.encode("utf-8")) + len(str(value).encode("utf-8"))
     return size
