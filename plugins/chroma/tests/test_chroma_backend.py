@@ -421,8 +421,8 @@ def _wrap_collections(
     real = ChromaBackend._search_handle
 
     def handle(self: ChromaBackend, client: object, index: str, emb: object) -> object:
-        coll = real(self, client, index, emb)
-        return None if coll is None else wrap(coll)
+        got = real(self, client, index, emb)  # type: ignore[arg-type]
+        return None if got is None else (wrap(got[0]), got[1])
 
     monkeypatch.setattr(backend, "_search_handle", handle.__get__(backend))
 
@@ -689,28 +689,29 @@ def test_hits_come_back_the_same_whichever_way_a_records_layout_sends_them() -> 
 
 
 def test_plain_documents_keep_the_text_alone_in_chromas_document(make_guard: MakeGuard) -> None:
-    """``plain_documents=true`` writes the layout other Chroma clients read as plain text (the
-    provenance in a metadata key); both layouts in one collection search the same."""
+    """``plain_documents=true`` creates collections whose documents other Chroma clients read
+    as plain text (the provenance in a metadata key); a collection keeps the layout it was
+    created with whoever writes to it later, and both search the same."""
     from indexplug_chroma import records
+    from indexplug_chroma.backend import IN_DOCUMENT, RECORDS_KEY
 
     ps = corpus(6)
     plain, default = make_guard(plain_documents="true"), make_guard()
-    assert isinstance(plain.add("mixed", ps[:3]), Indexed)
-    assert isinstance(default.add("mixed", ps[3:]), Indexed)
-    with plain.backend._store.use("mixed") as client:
-        got = client.get_collection(collection_name("mixed")).get(
-            include=["documents", "metadatas"]
-        )
-    stored = {pid: (d, m) for pid, d, m in zip(got["ids"], got["documents"], got["metadatas"])}
-    for p in ps[:3]:
-        assert stored[p.id] == records.to_record(p, plain_document=True)
-        assert stored[p.id][0] == p.text
-    for p in ps[3:]:
-        assert stored[p.id] == records.to_record(p)
-    for g in (plain, default):
-        out = g.search("mixed", ps[0].text, top_k=6)
-        assert isinstance(out, Searched)
-        assert sorted(h.passage.id for h in out.hits) == sorted(p.id for p in ps)
-        assert {h.passage.id: h.passage for h in out.hits} == {p.id: p for p in ps}
+    for first, then, index in ((plain, default, "plain"), (default, plain, "indoc")):
+        assert isinstance(first.add(index, ps[:3]), Indexed)
+        assert isinstance(then.add(index, ps[3:]), Indexed)
+    for index, in_document in (("plain", False), ("indoc", True)):
+        with default.backend._store.use(index) as client:
+            coll = client.get_collection(collection_name(index))
+            got = coll.get(include=["documents", "metadatas"])
+        assert coll.metadata[RECORDS_KEY] == (IN_DOCUMENT if in_document else "metadata")
+        stored = dict(zip(got["ids"], zip(got["documents"], got["metadatas"], strict=True)))
+        for p in ps:
+            assert stored[p.id] == records.to_record(p, plain_document=not in_document)
+            assert (stored[p.id][0] == p.text) is not in_document
+        for g in (plain, default):
+            out = g.search(index, ps[0].text, top_k=6)
+            assert isinstance(out, Searched)
+            assert {h.passage.id: h.passage for h in out.hits} == {p.id: p for p in ps}
     with pytest.raises(ValueError, match="plain_documents must be true or false"):
         ChromaSettings.from_options({"plain_documents": "sometimes"})

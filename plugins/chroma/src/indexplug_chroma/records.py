@@ -11,19 +11,21 @@ A Chroma record is an id, a document, an embedding and a flat metadata map.  We 
   string as an escape, so the provenance never holds the separator and the *last* one in a
   document is where the text ends, whatever the text holds.  Why in the document and not in a
   metadata key: Chroma keeps a record's document and metadata as one row per key and reads all
-  of them back for every hit, so each key costs every search
-  (``bench/metadata_keys.py``, 5,183 SciFact-sized records, median query at k=100: 5.50 ms with
-  no metadata, 5.67 ms with the provenance in the document, 6.44 ms with it in one key,
-  7.64 ms with the four keys used before);
+  of them back for every hit, and asking for metadata at all costs a query even where records
+  have none; with the provenance in the document a search asks for documents and distances
+  alone, as a raw Chroma user does (``bench/metadata_keys.py``, 5,183 SciFact-sized records,
+  median query at k=100: 3.84 ms with no metadata, 3.86 ms with the provenance in the
+  document, 4.36 ms with it in one key, 5.41 ms with the four keys used before);
 * metadata: only ``m.<key>``, each of the passage's metadata values again as a native Chroma
   value, so that Chroma can filter on it (``where={"m.topic": "animals"}``); a passage without
   metadata has none.
 
-With the ``plain_documents`` option the document is the text alone and the provenance is in an
-``ip.prov`` metadata key (the layout before; for collections other Chroma clients read too).
-Records in either layout, and in the first one (a key per field: ``ip.source``/``ip.start``/
-``ip.end``/``ip.doc``/``ip.meta``), are all read; a record's own keys say which layout it has,
-so a collection may hold all three.
+A collection created with the ``plain_documents`` option keeps the text alone as the document
+and the provenance in an ``ip.prov`` metadata key (the layout before; for collections other
+Chroma clients read too); the collection's metadata records which layout it has
+(``indexplug:records``), and a collection without that key holds records of the earlier
+layouts.  Records in either layout, and in the first one (a key per field: ``ip.source``/
+``ip.start``/``ip.end``/``ip.doc``/``ip.meta``), are all read, each by its own keys.
 
 Chroma compares ``1`` and ``1.0`` as equal; indexplug's equality filters are typed (a filter on
 the int ``2001`` does not match the float ``2001.0``), so hits are checked again against the

@@ -70,11 +70,11 @@ class ChromaSettings:
     """How long a search may reuse the passage count it reports as ``searched`` (writes
     through indexplug in this process refresh it at once); 0 counts on every search."""
     plain_documents: bool = False
-    """Write each record's document as the passage text alone, with the provenance in an
-    ``ip.prov`` metadata key, for collections other Chroma clients read too; by default the
-    provenance follows the text in the document, which spares Chroma a metadata row per hit
-    (about 0.8 ms of a top-100 query, ``bench/metadata_keys.py``).  Records of both layouts are
-    read whatever this says."""
+    """Collections created from now on keep each record's document as the passage text alone,
+    with the provenance in an ``ip.prov`` metadata key, for collections other Chroma clients
+    read too; by default the provenance follows the text in the document, which spares Chroma
+    the metadata of every hit (about 1 ms of a top-100 query, ``bench/metadata_keys.py``).  A
+    collection keeps the layout it was created with, and every layout is read."""
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> ChromaSettings:
