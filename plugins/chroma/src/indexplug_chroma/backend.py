@@ -130,7 +130,8 @@ class ChromaBackend:
         self._warming = False
         self._max_batch: int | None = None
         self._handles: dict[str, tuple[Any, Any, list[str]]] = {}
-        """index -> (client, collection) for searches (see :meth:`_search_handle`)."""
+        """index -> (client, collection, what a query includes) for searches (see
+        :meth:`_search_handle`)."""
 
     # -- embedder ----------------------------------------------------------------------------
     def embedder(self) -> Embedder:
