@@ -52,6 +52,20 @@ def sqlite_pair_cli(command: str, ds: Path, out: Path, *args: str) -> dict[str, 
     return got
 
 
+SQLITE_PAIR = ("indexplug sqlite-fts5", "raw sqlite3 FTS5 (same query)")
+"""The pair the smoke tests measure: it needs no server."""
+
+
+def sqlite_pair(ds: Path, workdir: Path, *, warmup: int = 1, **kw: Any) -> dict[str, Any]:
+    """:func:`indexplug_bench.paired.measure_pair` on :data:`SQLITE_PAIR` of ``ds`` at top 10
+    (``kw``: its ``steps`` or ``replay``)."""
+    from indexplug_bench.paired import measure_pair
+
+    return measure_pair(
+        *SQLITE_PAIR, str(ds), top_k=10, ctx={}, warmup=warmup, workdir=workdir, **kw
+    )
+
+
 def test_synthetic_corpus_is_deterministic_and_zipfian() -> None:
     a = next(synthetic.passages(200, seed=3, batch=200))
     b = next(synthetic.passages(200, seed=3, batch=200))
@@ -382,19 +396,10 @@ def test_a_worker_stopped_at_its_timeout_leaves_nothing_behind(
 def test_a_pair_in_one_process_is_measured_in_turns_and_judges_the_overhead(
     tmp_path: Path,
 ) -> None:
-    from indexplug_bench.paired import measure_pair
     from indexplug_bench.report import targets
 
     ds = tiny_beir(tmp_path / "tiny")
-    one = measure_pair(
-        "indexplug sqlite-fts5",
-        "raw sqlite3 FTS5 (same query)",
-        str(ds),
-        top_k=10,
-        ctx={},
-        warmup=1,
-        workdir=tmp_path / "work",
-    )
+    one = sqlite_pair(ds, tmp_path / "work")
     assert one["answered"] == {"system": 1, "raw": 1} and one["same_top_hit"] == 1
     assert one["failures"] == {"system": {}, "raw": {}}
     lat = one["latency_ms"]
@@ -457,23 +462,13 @@ def test_the_steps_of_a_pair_are_timed_in_place_and_the_timers_removed_after(
     tmp_path: Path,
 ) -> None:
     from indexplug import Guard
-    from indexplug_bench.paired import measure_pair
     from indexplug_bench.steps import for_pair
     from indexplug_sqlite_fts5.backend import SqliteFts5Backend
 
     originals = (Guard._call, Guard._check_hits, SqliteFts5Backend.search)
     ds = tiny_beir(tmp_path / "tiny")
-    system, raw = "indexplug sqlite-fts5", "raw sqlite3 FTS5 (same query)"
-    one = measure_pair(
-        system,
-        raw,
-        str(ds),
-        top_k=10,
-        ctx={},
-        warmup=1,
-        workdir=tmp_path / "work",
-        steps=for_pair(system, raw),
-    )
+    system, raw = SQLITE_PAIR
+    one = sqlite_pair(ds, tmp_path / "work", steps=for_pair(system, raw))
     assert (Guard._call, Guard._check_hits, SqliteFts5Backend.search) == originals
     assert one["answered"] == {"system": 1, "raw": 1} and one["same_top_hit"] == 1
     steps = one["steps_ms"]["system"]
@@ -531,25 +526,19 @@ def test_a_replay_records_in_the_warm_up_of_a_pair_and_never_in_its_timed_pass(
     tmp_path: Path,
 ) -> None:
     from indexplug.counts import CountCache
-    from indexplug_bench.paired import measure_pair
     from indexplug_bench.replay import Replay
     from indexplug_sqlite_fts5 import postings, pruning
 
     originals = (postings.top_k, pruning.top_k, CountCache.fresh)
     ds = tiny_beir(tmp_path / "tiny")
-    system, raw = "indexplug sqlite-fts5", "raw sqlite3 FTS5 (same query)"
     # the plugin's ranking stands in for a library call here: one of the two runs per search
     replay = Replay(
         ("indexplug_sqlite_fts5.postings:top_k", "indexplug_sqlite_fts5.pruning:top_k"),
         evict_mb=1,
     )
     with pytest.raises(ValueError, match="warm-up"):
-        measure_pair(
-            system, raw, str(ds), top_k=10, ctx={}, warmup=0, workdir=tmp_path / "w0", replay=replay
-        )
-    row = measure_pair(
-        system, raw, str(ds), top_k=10, ctx={}, warmup=1, workdir=tmp_path / "w", replay=replay
-    )
+        sqlite_pair(ds, tmp_path / "w0", warmup=0, replay=replay)
+    row = sqlite_pair(ds, tmp_path / "w", replay=replay)
     assert (postings.top_k, pruning.top_k, CountCache.fresh) == originals
     assert row["answered"] == {"system": 1, "raw": 1} and row["same_top_hit"] == 1
     assert row["replay_mismatches"] == {}
