@@ -243,8 +243,9 @@ def test_a_cooperative_plugin_that_overruns_is_still_a_timeout() -> None:
 def test_a_passage_tampered_after_it_was_served_intact_is_still_refused(
     secret_key: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The guard remembers verified passages while Python's hash key is secret, and hashes
-    every hit when it is not (``PYTHONHASHSEED`` set); either way a changed field is hashed
+    """The guard remembers the passage objects it verified (by identity: a frozen passage
+    cannot change), and equal passages in new objects while Python's hash key is secret,
+    hashing them when it is not (``PYTHONHASHSEED`` set); either way a changed field is hashed
     again, not trusted."""
     import indexplug.guard as guard_module
 
@@ -263,6 +264,11 @@ def test_a_passage_tampered_after_it_was_served_intact_is_still_refused(
     before = len(hashed)
     assert before >= 1 and hashed[-1] == P1.id  # the first time, it is hashed
     assert isinstance(guard.search("i", "q"), Searched)
+    assert hashed[before:] == []  # the very object it checked: remembered either way
+    fields = {"id": P1.id, "text": P1.text, "source": P1.source, "start": P1.start, "end": P1.end}
+    equal = Passage.from_stored(**fields)  # type: ignore[arg-type]
+    fake.answer = searched(Hit.from_stored(rank=1, score=1.0, score_scale="test", passage=equal))
+    assert isinstance(guard.search("i", "q"), Searched)
     assert hashed[before:] == ([] if secret_key else [P1.id])  # remembered, or hashed again
     same_length = P1.text[:-1] + ("?" if P1.text[-1] != "?" else "!")
     for change in (
@@ -271,13 +277,6 @@ def test_a_passage_tampered_after_it_was_served_intact_is_still_refused(
         {"start": P1.start + 1},
         {"end": P1.end + 1},
     ):
-        fields = {
-            "id": P1.id,
-            "text": P1.text,
-            "source": P1.source,
-            "start": P1.start,
-            "end": P1.end,
-        }
         bad = Passage.from_stored(**{**fields, **change})  # type: ignore[arg-type]
         fake.answer = searched(
             Hit.model_construct(rank=1, score=1.0, score_scale="test", passage=bad)

@@ -204,14 +204,16 @@ def test_provenance_json_round_trips_every_field_exactly(
     text: str, uri: str, start: int, metadata: dict[str, MetadataValue], doc_sha: str | None
 ) -> None:
     """The one layout elastic and chroma store: a passage comes back equal, every metadata
-    value with its type (1, 1.0 and True stay apart), and a cached parse is never shared."""
+    value with its type (1, 1.0 and True stay apart), and its metadata read-only (a cached
+    parse is shared)."""
     p = Passage.create(text, uri, start=start, metadata=metadata, document_sha256=doc_sha)
     raw = provenance_json(p)
     assert set(json.loads(raw)) <= {"source", "start", "end", "document_sha256", "metadata"}
     back = passage_from_provenance(p.id, p.text, raw)
     assert back == p and back.id == back.expected_id()
     assert [type(v) for v in back.metadata.values()] == [type(v) for v in p.metadata.values()]
-    back.metadata["x-changed"] = 1
+    with pytest.raises(TypeError, match="read-only"):
+        back.metadata["x-changed"] = 1
     assert passage_from_provenance(p.id, p.text, raw) == p
 
 
@@ -239,7 +241,7 @@ def test_hits_built_in_one_pass_equal_those_built_one_by_one(
 ) -> None:
     """``hits_from_provenance`` (elastic's and chroma's search path) gives exactly the hits
     of ``Hit.from_stored`` around ``passage_from_provenance``: ranks 1..n in row order, equal
-    passages with their own metadata dicts, and copies that leave the shared fields set alone."""
+    passages with read-only metadata, and copies that leave the shared fields set alone."""
     from indexplug.outcomes import Hit, hits_from_provenance
 
     passages = [Passage.create(t, u, metadata=m) for t, u, m, _ in stored]
@@ -256,8 +258,86 @@ def test_hits_built_in_one_pass_equal_those_built_one_by_one(
     assert all(h.passage == p and h.untrusted for h, p in zip(fast, passages))
     assert all(h.model_dump() == s.model_dump() for h, s in zip(fast, slow))
     if fast:
-        fast[0].passage.metadata["x-changed"] = 1  # its own dict: no other hit sees it
+        with pytest.raises(TypeError):
+            fast[0].passage.metadata["x-changed"] = 1  # shared with later results: read-only
         assert hits_from_provenance(rows, "cosine")[0].passage.metadata == passages[0].metadata
         moved = fast[-1].model_copy(update={"rank": 99})
         assert moved.rank == 99 and fast[-1].model_fields_set == set(Hit.model_fields)
         assert fast[-1].passage.model_fields_set == set(Passage.model_fields)
+
+
+def test_metadata_is_a_dict_that_cannot_change() -> None:
+    """A passage's metadata reads as the dict it was given (json, orjson, equality, pydantic's
+    dump and JSON schema) and refuses every change, so one passage object can be shared by
+    every result holding it; an immutable passage is hashable, and copies and pickles keep it
+    read-only."""
+    import copy
+    import pickle
+
+    import orjson
+    from indexplug.passages import EMPTY_METADATA, Metadata
+
+    p = Passage.create("the text", "file:///a.txt", metadata={"n": 1, "f": 1.0, "b": True})
+    m = p.metadata
+    assert isinstance(m, Metadata) and isinstance(m, dict)
+    assert m == {"n": 1, "f": 1.0, "b": True} and [type(v) for v in m.values()] == [
+        int,
+        float,
+        bool,
+    ]
+    assert json.loads(json.dumps(m)) == m and orjson.loads(orjson.dumps(m)) == m
+    assert (
+        type(p.model_dump()["metadata"]) is dict
+        and Passage.model_validate_json(p.model_dump_json()) == p
+    )
+    assert Passage.model_json_schema()["properties"]["metadata"]["type"] == "object"
+    for change in (
+        lambda: m.__setitem__("n", 2),
+        lambda: m.__delitem__("n"),
+        lambda: m.update(n=2),
+        lambda: m.setdefault("new", 1),
+        lambda: m.pop("n"),
+        lambda: m.popitem(),
+        lambda: m.clear(),
+        lambda: m.__ior__({"n": 2}),
+    ):
+        with pytest.raises(TypeError, match="read-only"):
+            change()
+    assert m == {"n": 1, "f": 1.0, "b": True}
+    mutable = dict(m)
+    mutable["n"] = 2
+    assert type(mutable) is dict and m["n"] == 1 and type(m | {"x": 1}) is dict
+    assert hash(p) == hash(Passage.create("the text", "file:///a.txt", metadata=dict(m)))
+    assert len({p, Passage.create("the text", "file:///a.txt", metadata=dict(m))}) == 1
+    for back in (pickle.loads(pickle.dumps(p)), copy.deepcopy(p), copy.copy(p)):
+        assert back == p and type(back.metadata) is Metadata
+    assert type(Metadata.fromkeys(["a"], 1)) is Metadata
+    assert Passage.create("no metadata", "file:///b.txt").metadata is EMPTY_METADATA
+    with pytest.raises(ValidationError):
+        Passage.create("the text", "file:///a.txt", metadata={"nested": {"no": 1}})  # type: ignore[dict-item]
+
+
+def test_a_passage_rebuilt_once_is_handed_out_again_only_for_the_same_record() -> None:
+    """``hits_from_provenance`` keeps the passages it rebuilt and gives the same object for
+    the same id, text and provenance (the guard then knows it); a record whose text or
+    provenance differs gets a passage of its own, built from what it holds, and the cache
+    stays bounded."""
+    import indexplug.outcomes as outcomes
+    from indexplug.outcomes import hits_from_provenance
+
+    p = Passage.create("shared text", "file:///shared.txt", metadata={"topic": "otters"})
+    row = (p.id, 2.0, p.text, provenance_json(p))
+    first = hits_from_provenance([row], "s")[0].passage
+    again = hits_from_provenance([(p.id, 1.0, p.text, row[3])], "s")[0].passage
+    assert again is first and again == p
+    tampered_text = hits_from_provenance([(p.id, 1.0, "other text", row[3])], "s")[0].passage
+    assert tampered_text is not first and tampered_text.text == "other text"
+    assert tampered_text.id != tampered_text.expected_id()  # the guard will refuse it
+    other = Passage.create("shared text", "file:///shared.txt", metadata={"topic": "seals"})
+    relabelled = hits_from_provenance([(p.id, 1.0, p.text, provenance_json(other))], "s")
+    assert relabelled[0].passage.metadata == {"topic": "seals"}
+    assert hits_from_provenance([row], "s")[0].passage == p
+    for n in range(outcomes.REBUILT_PASSAGES + 5):
+        q = Passage.create(f"text {n}", "file:///many.txt")
+        hits_from_provenance([(q.id, 1.0, q.text, provenance_json(q))], "s")
+    assert len(outcomes._rebuilt) <= outcomes.REBUILT_PASSAGES

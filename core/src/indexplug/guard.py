@@ -21,6 +21,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, cast
@@ -93,6 +94,8 @@ class Guard:
         self._ready_lock = threading.Lock()
         self._verified: set[int] = set()
         """Fingerprints of passages already found intact (see :meth:`_intact`)."""
+        self._checked: dict[int, weakref.ref[Passage]] = {}
+        """The passage objects already found intact, by identity (see :meth:`_intact`)."""
         self._remember = HASH_KEY_SECRET
         """Whether that memory is used (see :data:`HASH_KEY_SECRET`)."""
         caps = getattr(backend, "capabilities", None)
@@ -420,31 +423,47 @@ class Guard:
 
         Hashing every hit's text (SHA-256 of its canonical form) is most of what the guard
         costs on a search, and the same passages come back query after query; so a passage
-        found intact is remembered by a fingerprint of its id and of the fields the id covers:
-        the text's length and Python's own hash of it (SipHash with a key drawn per process,
-        about five times cheaper than the canonical SHA-256 and cached on the string), the uri
-        and the span, folded into one 64-bit hash.  A passage whose fingerprint is remembered
-        is intact without hashing again; any other is hashed.  Passing off altered text would
-        take its fingerprint colliding with one of the remembered ones (at most
-        :data:`VERIFIED_CACHE`, so about one chance in 2**48 per try) under hashes keyed by a key
-        that never leaves the process.  One
-        integer per passage in a set (rather than a tuple per id in a dict) is what a search
-        touches per hit, which matters more than instructions once the hits' objects are out
-        of the CPU's caches.  The memory is bounded (:data:`VERIFIED_CACHE` fingerprints, then
-        it starts over).  Only while the hash key is secret (:data:`HASH_KEY_SECRET`);
-        otherwise every passage is hashed.
+        found intact is remembered twice over.
+
+        * **The object itself**, by identity (a weak reference, so it is never kept alive
+          here): backends that rebuild passages from a provenance string hand the same
+          passage object to every search that finds it
+          (:func:`~indexplug.outcomes.hits_from_provenance`).  The fields the id covers (text,
+          source uri, span) cannot change on a frozen passage with a frozen source, so an
+          object found intact stays intact; its check is one dictionary look-up.
+        * **A fingerprint** of its id and of the fields the id covers, for backends that build
+          a new object per hit: the text's length and Python's own hash of it (SipHash with a
+          key drawn per process, about five times cheaper than the canonical SHA-256 and
+          cached on the string), the uri and the span, folded into one 64-bit hash.  A passage
+          whose fingerprint is remembered is intact without hashing again.  Passing off
+          altered text would take its fingerprint colliding with one of the remembered ones
+          (at most :data:`VERIFIED_CACHE`, so about one chance in 2**48 per try) under hashes
+          keyed by a key that never leaves the process; only while that key is secret
+          (:data:`HASH_KEY_SECRET`), otherwise every other passage is hashed.  One integer per
+          passage in a set (rather than a tuple per id in a dict) is what a search touches per
+          hit, which matters more than instructions once the hits' objects are out of the
+          CPU's caches.
+
+        Both memories are bounded (:data:`VERIFIED_CACHE` entries each, then they start over).
         """
-        if not self._remember:
-            return p.id == p.expected_id()
-        text = p.text
-        fingerprint = hash((p.id, hash(text), len(text), p.source.uri, p.start, p.end))
-        if fingerprint in self._verified:
+        checked = self._checked
+        seen = checked.get(id(p))
+        if seen is not None and seen() is p:
             return True
-        if p.id != p.expected_id():
+        if self._remember:
+            text = p.text
+            fingerprint = hash((p.id, hash(text), len(text), p.source.uri, p.start, p.end))
+            if fingerprint not in self._verified:
+                if p.id != p.expected_id():
+                    return False
+                if len(self._verified) >= VERIFIED_CACHE:
+                    self._verified.clear()
+                self._verified.add(fingerprint)
+        elif p.id != p.expected_id():
             return False
-        if len(self._verified) >= VERIFIED_CACHE:
-            self._verified.clear()
-        self._verified.add(fingerprint)
+        if len(checked) >= VERIFIED_CACHE:
+            checked.clear()
+        checked[id(p)] = weakref.ref(p)
         return True
 
     def _check_hits(self, out: Searched, top_k: int) -> IndexFailed | None:
@@ -466,10 +485,11 @@ class Guard:
             )
         higher = out.scale.higher_is_better
         prev = math.inf if higher else -math.inf
+        checked, isfinite = self._checked, math.isfinite
         for i, hit in enumerate(out.hits, start=1):
             if hit.rank != i:
                 return self._violation(index, f"hit {i} has rank {hit.rank}; ranks must be 1..n")
-            if not math.isfinite(hit.score):
+            if not isfinite(hit.score):
                 return self._violation(index, f"hit {i} has a non-finite score {hit.score}")
             if hit.score_scale != declared:
                 return self._violation(
@@ -478,7 +498,9 @@ class Guard:
             if (higher and hit.score > prev) or (not higher and hit.score < prev):
                 return self._violation(index, f"scores are out of order at rank {i}")
             prev = hit.score
-            if not self._intact(hit.passage):
+            p = hit.passage
+            seen = checked.get(id(p))  # _intact's first look, without a call per hit
+            if (seen is None or seen() is not p) and not self._intact(p):
                 return IndexFailed(
                     index=index,
                     backend=self.plugin,

@@ -14,16 +14,88 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from functools import lru_cache
+from typing import Any, NoReturn
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    ValidationInfo,
+    model_validator,
+)
+from pydantic_core import core_schema
 
 from indexplug.construct import construct, maker
 
 MetadataValue = str | int | float | bool
 """Metadata is flat on purpose: every backend can store and filter on scalars."""
+
+
+class Metadata(dict[str, MetadataValue]):
+    """A passage's metadata: a ``dict`` that cannot be changed.
+
+    A :class:`Passage` is a frozen, content-addressed value, and backends hand one passage
+    object to every search that finds it (:func:`indexplug.outcomes.hits_from_provenance`):
+    rebuilding a hundred passages was most of the framework's own work on a top-100 search.
+    A mutable dict inside would let one caller's edit show up in another caller's results, so
+    every way of changing it raises :class:`TypeError`.  Everything that reads a dict still
+    works (``isinstance(m, dict)``, ``json`` and ``orjson``, equality with a plain dict,
+    pydantic's serialisation); ``dict(p.metadata)`` is a mutable copy, and
+    ``Passage.create(..., metadata=...)`` makes a passage with other metadata.  Being
+    immutable, it is hashable, and so is a passage.
+    """
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, values: Mapping[str, MetadataValue] | None) -> Metadata:
+        """``values`` as read-only metadata (itself when it already is)."""
+        if type(values) is cls:
+            return values
+        return cls(values) if values else EMPTY_METADATA
+
+    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError(
+            "a passage's metadata is read-only: copy it with dict(passage.metadata), or make "
+            "a passage with other metadata with Passage.create(..., metadata=...)"
+        )
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _refuse
+    __ior__ = _refuse  # type: ignore[assignment]
+
+    @classmethod
+    def fromkeys(cls, keys: Iterable[str], value: Any = None) -> Metadata:  # type: ignore[override]
+        return cls(dict.fromkeys(keys, value))
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(frozenset(self.items()))
+
+    def __reduce__(self) -> tuple[type[Metadata], tuple[dict[str, MetadataValue]]]:
+        # pickle and deepcopy would otherwise refill an empty instance item by item
+        return (Metadata, (dict(self),))
+
+    def __copy__(self) -> Metadata:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Metadata:
+        return self
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: type[Any], handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        # validated (and described in JSON schema) as the plain dict it is, then made read-only
+        return core_schema.no_info_after_validator_function(
+            cls.of, handler(dict[str, MetadataValue])
+        )
+
+
+EMPTY_METADATA = Metadata()
+"""The metadata of every passage without any (one object: it cannot change)."""
 
 MAX_PASSAGE_CHARS = 1_000_000
 """A passage larger than this is almost certainly a whole file passed by mistake."""
@@ -95,7 +167,8 @@ class Passage(BaseModel):
     document_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     start: int = Field(ge=0)
     end: int = Field(ge=0)
-    metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+    metadata: Metadata = EMPTY_METADATA
+    """Read-only (:class:`Metadata`): a passage is a value, shared by every result holding it."""
 
     @model_validator(mode="before")
     @classmethod
@@ -144,7 +217,7 @@ class Passage(BaseModel):
         """
         src = source if isinstance(source, Source) else Source.model_validate(source)
         if cls is Passage:
-            return stored_passage(id, text, src, start, end, document_sha256, dict(metadata or {}))
+            return stored_passage(id, text, src, start, end, document_sha256, metadata)
         return construct(
             cls,
             {
@@ -154,7 +227,7 @@ class Passage(BaseModel):
                 "document_sha256": document_sha256,
                 "start": start,
                 "end": end,
-                "metadata": dict(metadata or {}),
+                "metadata": Metadata.of(metadata),
             },
         )
 
@@ -179,7 +252,7 @@ class Passage(BaseModel):
             "document_sha256": document_sha256,
             "start": start,
             "end": stop,
-            "metadata": dict(metadata or {}),
+            "metadata": Metadata.of(metadata),
         }
         if not (type(text) is str and type(start) is int and type(stop) is int):
             # let pydantic coerce or reject them; the id is then computed and checked from
@@ -201,11 +274,11 @@ def stored_passage(
     start: int,
     end: int,
     document_sha256: str | None,
-    metadata: dict[str, MetadataValue],
+    metadata: Mapping[str, MetadataValue] | None,
 ) -> Passage:
     """:meth:`Passage.from_stored` for the hot path of rebuilding every hit of a search:
-    positional, ``source`` already a :class:`Source`, and ``metadata`` a dict the passage may
-    keep (the caller's own, not shared with another passage).  No check, as ``from_stored``."""
+    positional, ``source`` already a :class:`Source`, and ``metadata`` kept as it is when it
+    is already :class:`Metadata` (copied once otherwise).  No check, as ``from_stored``."""
     values = {
         "id": id,
         "text": text,
@@ -213,7 +286,7 @@ def stored_passage(
         "document_sha256": document_sha256,
         "start": start,
         "end": end,
-        "metadata": metadata,
+        "metadata": Metadata.of(metadata),
     }
     if _make_passage is None:  # pragma: no cover - only if Passage stopped being plain
         return construct(Passage, values)
@@ -241,17 +314,18 @@ def provenance_json(p: Passage) -> str:
 
 
 @lru_cache(maxsize=8192)
-def _provenance(raw: str) -> tuple[Source, int, int, str | None, Mapping[str, MetadataValue]]:
+def _provenance(raw: str) -> tuple[Source, int, int, str | None, Metadata]:
     """A provenance string, parsed and its source validated once per distinct string: the same
     passages come back query after query, and this is most of what rebuilding a hit costs.
-    ``Source`` is frozen; the metadata is copied by :meth:`Passage.from_stored`."""
+    ``Source`` and :class:`Metadata` are immutable, so every passage rebuilt from the same
+    string shares them."""
     prov = json.loads(raw)
     return (
         Source.model_validate(prov["source"]),
         int(prov["start"]),
         int(prov["end"]),
         prov.get("document_sha256"),
-        prov.get("metadata") or {},
+        Metadata.of(prov.get("metadata")),
     )
 
 
@@ -260,7 +334,7 @@ def passage_from_provenance(id: str, text: str, provenance: str) -> Passage:
     the id check (:meth:`Passage.from_stored`: the guard compares id and content, so a record
     altered behind the backend's back is reported, not served)."""
     source, start, end, doc_sha, metadata = _provenance(provenance)
-    return stored_passage(id, text, source, start, end, doc_sha, dict(metadata))
+    return stored_passage(id, text, source, start, end, doc_sha, metadata)
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -618,10 +618,11 @@ def test_a_record_holds_its_provenance_after_its_text_and_old_records_still_read
         assert records.from_record(p.id, p.text, oldest) == p
     with pytest.raises(ValueError, match="no provenance"):
         records.from_record("x" * 64, "a text someone else stored", None)
-    # a cached provenance is never shared with a caller: each passage gets its own metadata
+    # a cached provenance is shared, so no caller can change it: the metadata is read-only
     p = corpus(1)[0]
     a = records.from_record(p.id, *records.to_record(p))
-    a.metadata["topic"] = "changed"
+    with pytest.raises(TypeError, match="read-only"):
+        a.metadata["topic"] = "changed"
     assert records.from_record(p.id, *records.to_record(p)) == p
 
 
