@@ -82,3 +82,22 @@ def hits_from_sources(
     return hits_from_provenance(
         ((doc_id, score, source[TEXT], source[PROV]) for doc_id, score, source in ranked), scale
     )
+
+
+def hits_from_response(
+    es_hits: Iterable[Mapping[str, Any]], scale: str, *, cosine: bool
+) -> list[Hit]:
+    """Hits ranked 1, 2, ... from one search's ``hits.hits``, best first, read straight from
+    the answer (no ranked tuples in between: a search with one leg needs no fusion), with
+    kNN's ``(1 + cosine) / 2`` turned back into the cosine.  As :func:`hits_from_sources`
+    otherwise: passages are not checked here, the guard checks them."""
+    if cosine:
+        rows = (
+            (h["_id"], 2.0 * float(h["_score"]) - 1.0, h["_source"][TEXT], h["_source"][PROV])
+            for h in es_hits
+        )
+    else:
+        rows = (
+            (h["_id"], float(h["_score"]), h["_source"][TEXT], h["_source"][PROV]) for h in es_hits
+        )
+    return hits_from_provenance(rows, scale)

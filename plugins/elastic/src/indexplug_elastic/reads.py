@@ -16,7 +16,7 @@ from indexplug.protocols import Granularity
 
 from indexplug_elastic import search as q
 from indexplug_elastic.context import COUNTS, Context
-from indexplug_elastic.documents import hits_from_sources
+from indexplug_elastic.documents import hits_from_response, hits_from_sources
 from indexplug_elastic.failures import classify, is_index_missing
 
 
@@ -77,12 +77,15 @@ def search(
     else:
         assert kept is not None
         count = kept
-    ranked_legs = [q.ranked(answers[i], cosine=(leg == "knn")) for i, leg in enumerate(legs)]
+    fused: list[q.Ranked] = []
+    one_leg: list[Mapping[str, Any]] = []
     if cx.mode == "hybrid":
-        results = q.rrf(ranked_legs, k=cx.opts.rrf_k, top_k=top_k)
-    else:
-        results = ranked_legs[0][:top_k] if ranked_legs else []
-    if not results:
+        ranked_legs = [q.ranked(answers[i], cosine=(leg == "knn")) for i, leg in enumerate(legs)]
+        fused = q.rrf(ranked_legs, k=cx.opts.rrf_k, top_k=top_k)
+    elif legs:
+        # one leg needs no fusion: its hits are read straight from the answer
+        one_leg = answers[0]["hits"]["hits"][:top_k]
+    if not (fused or one_leg):
         if not counting:
             # a kept count never decides an answer: empty or nothing matched, counted now
             COUNTS.forget(key)
@@ -93,7 +96,10 @@ def search(
             if count == 0:
                 return IndexEmpty(index=index, backend=cx.name)
         return NoMatch(index=index, backend=cx.name, searched=count)
-    hits = hits_from_sources(results, scale.name)
+    if fused:
+        hits = hits_from_sources(fused, scale.name)
+    else:
+        hits = hits_from_response(one_leg, scale.name, cosine=cx.mode == "knn")
     # The count is a separate search (of the same request, or kept from an earlier one): a
     # write landing between them could make it smaller than the hits; the index held at least
     # as many as it returned.
