@@ -285,6 +285,27 @@ def test_a_passage_tampered_after_it_was_served_intact_is_still_refused(
         assert isinstance(out, IndexFailed) and out.error_type == "IntegrityError", change
 
 
+def test_the_guards_memory_of_checked_objects_vouches_only_for_that_very_object(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An entry of the identity memory whose object is gone (its address now holds another
+    passage) vouches for nothing, and the memory stays bounded."""
+    import weakref
+
+    import indexplug.guard as guard_module
+
+    monkeypatch.setattr(guard_module, "HASH_KEY_SECRET", False)
+    guard = Guard(Fake(searched(hit(1, 2.0))))
+    fields = {"id": P1.id, "text": P1.text + "!", "source": P1.source, "start": 0, "end": P1.end}
+    bad = Passage.from_stored(**fields)  # type: ignore[arg-type]
+    guard._checked[id(bad)] = weakref.ref(P1)  # as if P1 had lived at bad's address
+    assert not guard._intact(bad)
+    monkeypatch.setattr(guard_module, "CHECKED_OBJECTS", 8)
+    many = [Passage.create(f"text {n}", "file:///many.txt") for n in range(20)]
+    assert all(guard._intact(p) for p in many)
+    assert 0 < len(guard._checked) <= 8
+
+
 class Pooled(Fake):
     """A plugin that does not claim cooperative deadlines (the guard calls it on a worker)."""
 

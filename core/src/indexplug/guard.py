@@ -58,6 +58,10 @@ VERIFIED_CACHE = 65_536
 about 60 bytes with the set's slot, not its text): enough for every passage a top-100 search
 touches on a corpus like SciFact's 5,183 abstracts, where 4,096 remembered passages missed 42%
 of the time."""
+CHECKED_OBJECTS = 16_384
+"""Passage objects the guard remembers having checked, by identity (a weak reference each,
+about 120 bytes with the dict's slot): twice what :func:`~indexplug.outcomes.hits_from_provenance`
+keeps to hand out again (:data:`~indexplug.outcomes.REBUILT_PASSAGES`)."""
 HASH_KEY_SECRET = bool(sys.flags.hash_randomization) and (
     os.environ.get("PYTHONHASHSEED", "random") == "random"
 )
@@ -444,7 +448,8 @@ class Guard:
           hit, which matters more than instructions once the hits' objects are out of the
           CPU's caches.
 
-        Both memories are bounded (:data:`VERIFIED_CACHE` entries each, then they start over).
+        Both memories are bounded (:data:`CHECKED_OBJECTS` objects and :data:`VERIFIED_CACHE`
+        fingerprints, then each starts over).
         """
         checked = self._checked
         seen = checked.get(id(p))
@@ -461,7 +466,7 @@ class Guard:
                 self._verified.add(fingerprint)
         elif p.id != p.expected_id():
             return False
-        if len(checked) >= VERIFIED_CACHE:
+        if len(checked) >= CHECKED_OBJECTS:
             checked.clear()
         checked[id(p)] = weakref.ref(p)
         return True
