@@ -341,3 +341,23 @@ def test_a_passage_rebuilt_once_is_handed_out_again_only_for_the_same_record() -
         q = Passage.create(f"text {n}", "file:///many.txt")
         hits_from_provenance([(q.id, 1.0, q.text, provenance_json(q))], "s")
     assert len(outcomes._rebuilt) <= outcomes.REBUILT_PASSAGES
+
+
+def test_the_passages_kept_for_reuse_are_bounded_in_characters_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Long passages cannot make the kept ones a memory hog: the texts and provenance held
+    stay under ``REBUILT_CHARS`` (the cache starts over), and what is kept is still reused."""
+    import indexplug.outcomes as outcomes
+    from indexplug.outcomes import hits_from_provenance
+
+    monkeypatch.setattr(outcomes, "REBUILT_CHARS", 50_000)
+    rows = []
+    for n in range(12):
+        q = Passage.create(f"{n} " + "long text " * 1_000, "file:///long.txt")
+        rows.append((q.id, 1.0, q.text, provenance_json(q)))
+        hits_from_provenance([rows[-1]], "s")
+        held = sum(len(p.text) + len(prov) for prov, p in outcomes._rebuilt.values())
+        assert held == outcomes._rebuilt_chars[0] <= 50_000
+    last = hits_from_provenance([rows[-1]], "s")[0].passage
+    assert hits_from_provenance([rows[-1]], "s")[0].passage is last

@@ -102,12 +102,18 @@ _make_hit = maker(Hit, ("rank", "score", "score_scale", "passage", "untrusted"))
 
 REBUILT_PASSAGES = 8192
 """How many passages :func:`hits_from_provenance` keeps to hand out again (then it starts
-over): about 8192 texts' worth of memory, which holds the passages a workload keeps finding."""
+over): enough for the passages a workload keeps finding (SciFact's 5,183 abstracts fit)."""
+REBUILT_CHARS = 16_000_000
+"""And at most this many characters of their texts and provenance (then it starts over), so
+that long passages (up to a million characters each) cannot make the kept ones a memory hog:
+16 to 64 MB at most, with the objects, however long the passages."""
 
 _rebuilt: dict[str, tuple[str, Passage]] = {}
 """Passage id -> (the provenance string it was rebuilt from, the passage), for every backend
 in the process: a passage is handed out again only for exactly the same id, text and
 provenance, so whichever index or backend stored it, it is the passage that would be built."""
+_rebuilt_chars = [0]
+"""Characters of text and provenance held by :data:`_rebuilt` (one cell, updated in place)."""
 
 
 def hits_from_provenance(
@@ -121,18 +127,18 @@ def hits_from_provenance(
     The same as ``Hit.from_stored(passage=passage_from_provenance(...))`` per row, without
     the check (the guard checks every hit), in one loop, and with one difference that matters
     for speed: the same passages come back search after search, so a passage rebuilt once is
-    kept (:data:`REBUILT_PASSAGES`) and handed out again when a row has exactly its id, text
-    and provenance.  A :class:`~indexplug.passages.Passage` is frozen and its metadata
-    read-only, so sharing one object between results is safe, and the guard, which remembers
-    the passage objects it has checked, then checks it without hashing its text again.  A row
-    whose text or provenance differs from the kept passage's (a record altered behind the
-    backend's back) gets a passage of its own, which the guard checks in full.  Rebuilding
-    and checking a hundred passages were most of the framework's 1.1 ms on a top-100
-    Elasticsearch search the raw client answers in about 5 ms; with them shared (and elastic
-    reading its hits straight from the answer) the pair measured 1.129x instead of 1.183x
-    (docs/backends/elastic.md, 4 December 2026, night).  Each new object gets exactly what
-    :func:`indexplug.construct.maker` gives it; any model that stopped being plain takes the
-    two-step way.
+    kept (:data:`REBUILT_PASSAGES`, :data:`REBUILT_CHARS`) and handed out again when a row has
+    exactly its id, text and provenance.  A :class:`~indexplug.passages.Passage` is frozen
+    and its metadata read-only, so sharing one object between results is safe, and the guard,
+    which remembers the passage objects it has checked, then checks it without hashing its
+    text again.  A row whose text or provenance differs from the kept passage's (a record
+    altered behind the backend's back) gets a passage of its own, which the guard checks in
+    full.  Rebuilding and checking a hundred passages were most of the framework's 1.1 ms on
+    a top-100 Elasticsearch search the raw client answers in about 5 ms; with them shared
+    (and elastic reading its hits straight from the answer) the pair measured 1.129x and
+    1.139x instead of 1.183x (docs/backends/elastic.md, 4 December 2026, night).  Each new
+    object gets exactly what :func:`indexplug.construct.maker` gives it; any model that
+    stopped being plain takes the two-step way.
     """
     if _make_hit is None or _make_passage is None:  # pragma: no cover - models not plain
         return [
@@ -144,7 +150,8 @@ def hits_from_provenance(
             )
             for n, (pid, score, text, prov) in enumerate(rows, start=1)
         ]
-    new_passage, new_hit, parse, kept = Passage.__new__, Hit.__new__, _provenance, _rebuilt
+    new_passage, new_hit, parse = Passage.__new__, Hit.__new__, _provenance
+    kept, held = _rebuilt, _rebuilt_chars
     passage_fields, hit_fields = shared_fields_set(Passage), shared_fields_set(Hit)
     put_dict, put_fields, put_extra, put_private = set_dict, set_fields_set, set_extra, set_private
     hits: list[Hit] = []
@@ -168,9 +175,12 @@ def hits_from_provenance(
             put_fields(p, passage_fields)
             put_extra(p, None)
             put_private(p, None)
-            if len(kept) >= REBUILT_PASSAGES:
+            size = len(text) + len(prov)
+            if len(kept) >= REBUILT_PASSAGES or held[0] + size > REBUILT_CHARS:
                 kept.clear()
+                held[0] = 0
             kept[pid] = (prov, p)
+            held[0] += size
         h = new_hit(Hit)
         put_dict(
             h,
