@@ -11,7 +11,10 @@ hits either way, ways alternating try by try:
 
 * **one-by-one**: ``Hit.from_stored(passage=passage_from_provenance(...))`` per row (how both
   plugins did it until 4 December 2026);
-* **one-pass**: :func:`indexplug.outcomes.hits_from_provenance`;
+* **one-pass**: :func:`indexplug.outcomes.hits_from_provenance` (since the night of 4
+  December 2026 it hands out again the passages it rebuilt for earlier answers: after the
+  first tries most hits here take that way, so this measures the search path as it is, not
+  the rebuilding alone);
 * **ids**: only the ids out of the parsed answer (what a raw client's caller does), the floor.
 
 Before each try it writes over a buffer of ``--evict-mb`` (default 8 MiB), so the try starts
