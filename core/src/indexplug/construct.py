@@ -24,8 +24,6 @@ from pydantic import BaseModel
 
 M = TypeVar("M", bound=BaseModel)
 
-_set = object.__setattr__
-
 
 def _slot_setter(name: str) -> Callable[[BaseModel, Any], None]:
     """The ``__set__`` of ``BaseModel``'s slot ``name``: calling it directly skips the lookup
@@ -107,8 +105,8 @@ def construct(cls: type[M], values: dict[str, Any]) -> M:
     if names is None or values.keys() != names:
         return cls.model_construct(**values)
     m = cls.__new__(cls)
-    _set(m, "__dict__", values)
-    _set(m, "__pydantic_fields_set__", set(names))
-    _set(m, "__pydantic_extra__", None)
-    _set(m, "__pydantic_private__", None)
+    set_dict(m, values)
+    set_fields_set(m, set(names))
+    set_extra(m, None)
+    set_private(m, None)
     return m

@@ -86,6 +86,13 @@ RECORDS_KEY = "indexplug:records"
 ``ip.prov`` key, ``plain_documents``).  A collection without the key predates it and holds
 metadata-layout records; it keeps being written that way."""
 IN_DOCUMENT = "document"
+
+
+def _provenance_in_document(collection_meta: Mapping[str, Any]) -> bool:
+    """Whether a collection (by its metadata) keeps each record's provenance in the document."""
+    return collection_meta.get(RECORDS_KEY) == IN_DOCUMENT
+
+
 EMBED_CHUNK = 256
 """Passages embedded between deadline checks (and written to the embedding cache)."""
 ID_CHUNK = 1000
@@ -386,9 +393,7 @@ class ChromaBackend:
             updated = dict(meta)
             try:
                 if new:
-                    self._write(
-                        client, coll, new, vectors, plain=meta.get(RECORDS_KEY) != IN_DOCUMENT
-                    )
+                    self._write(client, coll, new, vectors, plain=not _provenance_in_document(meta))
                 if coll is not None:
                     updated[PAYLOAD_KEY] = int(meta.get(PAYLOAD_KEY, 0)) + sizes.payload_total(new)
                     if stored is None and requested is not None:
@@ -605,7 +610,7 @@ class ChromaBackend:
             return None
         meta = self._check_embedder(index, coll, emb)
         include = ["documents", "distances"]
-        if meta.get(RECORDS_KEY) != IN_DOCUMENT:
+        if not _provenance_in_document(meta):
             include.insert(1, "metadatas")
         self._handles[index] = (client, coll, include)
         return coll, include

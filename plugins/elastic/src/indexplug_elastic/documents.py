@@ -72,6 +72,11 @@ def dumps(obj: Any) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
+def cosine_of(es_score: Any) -> float:
+    """The cosine behind a kNN hit's score (Elasticsearch answers ``(1 + cosine) / 2``)."""
+    return 2.0 * float(es_score) - 1.0
+
+
 def hits_from_sources(
     ranked: Iterable[tuple[str, float, Mapping[str, Any]]], scale: str
 ) -> list[Hit]:
@@ -93,7 +98,7 @@ def hits_from_response(
     otherwise: passages are not checked here, the guard checks them."""
     if cosine:
         rows = (
-            (h["_id"], 2.0 * float(h["_score"]) - 1.0, h["_source"][TEXT], h["_source"][PROV])
+            (h["_id"], cosine_of(h["_score"]), h["_source"][TEXT], h["_source"][PROV])
             for h in es_hits
         )
     else:

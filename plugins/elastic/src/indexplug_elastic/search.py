@@ -26,7 +26,7 @@ import orjson
 from indexplug.outcomes import ScoreScale
 from indexplug.passages import MetadataValue
 
-from indexplug_elastic.documents import filter_term
+from indexplug_elastic.documents import cosine_of, filter_term
 from indexplug_elastic.mapping import FILTERS, VECTOR
 
 MAX_QUERY_TERMS = 1024
@@ -152,8 +152,8 @@ def ranked(response: Mapping[str, Any], *, cosine: bool = False) -> list[Ranked]
     """The hits of one search response; kNN scores turned back into cosines."""
     out = []
     for h in response["hits"]["hits"]:
-        score = float(h["_score"])
-        out.append(Ranked(str(h["_id"]), 2.0 * score - 1.0 if cosine else score, h["_source"]))
+        score = cosine_of(h["_score"]) if cosine else float(h["_score"])
+        out.append(Ranked(str(h["_id"]), score, h["_source"]))
     return out
 
 
