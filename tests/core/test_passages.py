@@ -329,9 +329,13 @@ def test_a_passage_rebuilt_once_is_handed_out_again_only_for_the_same_record() -
     first = hits_from_provenance([row], "s")[0].passage
     again = hits_from_provenance([(p.id, 1.0, p.text, row[3])], "s")[0].passage
     assert again is first and again == p
-    tampered_text = hits_from_provenance([(p.id, 1.0, "other text", row[3])], "s")[0].passage
+    tampered = hits_from_provenance([(p.id, 1.0, "other text", row[3])], "s")
+    tampered_text = tampered[0].passage
     assert tampered_text is not first and tampered_text.text == "other text"
     assert tampered_text.id != tampered_text.expected_id()  # the guard will refuse it
+    assert type(tampered) is list  # not vouched for: the guard checks it hit by hit
+    # and never kept: the intact passage is still the one handed out for the intact record
+    assert hits_from_provenance([row], "s")[0].passage is first
     other = Passage.create("shared text", "file:///shared.txt", metadata={"topic": "seals"})
     relabelled = hits_from_provenance([(p.id, 1.0, p.text, provenance_json(other))], "s")
     assert relabelled[0].passage.metadata == {"topic": "seals"}
@@ -356,7 +360,7 @@ def test_the_passages_kept_for_reuse_are_bounded_in_characters_too(
         q = Passage.create(f"{n} " + "long text " * 1_000, "file:///long.txt")
         rows.append((q.id, 1.0, q.text, provenance_json(q)))
         hits_from_provenance([rows[-1]], "s")
-        held = sum(len(p.text) + len(prov) for prov, p in outcomes._rebuilt.values())
+        held = sum(len(text) + len(prov) for prov, text, _ in outcomes._rebuilt.values())
         assert held == outcomes._rebuilt_chars[0] <= 50_000
     last = hits_from_provenance([rows[-1]], "s")[0].passage
     assert hits_from_provenance([rows[-1]], "s")[0].passage is last

@@ -26,12 +26,15 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, cast
 
+from indexplug.construct import copied
 from indexplug.deadlines import Deadline
 from indexplug.errors import InvalidQuery, InvalidRequest
 from indexplug.names import validate_index_name
 from indexplug.outcomes import (
     ALLOWED,
     AddOutcome,
+    CheckedHits,
+    Hit,
     Indexed,
     IndexFailed,
     IndexTimeout,
@@ -39,9 +42,11 @@ from indexplug.outcomes import (
     NoMatch,
     Removed,
     RemoveOutcome,
+    ScoreScale,
     Searched,
     SearchOutcome,
     StatusOutcome,
+    checked_hits,
 )
 from indexplug.passages import MetadataValue, Passage
 from indexplug.pools import LazyPool, discard
@@ -238,13 +243,16 @@ class Guard:
                 problem = self._check_hits(out, top_k)
                 if problem is not None:
                     return problem
-                return out.model_copy(
-                    update={"deadline_s": deadline.seconds, "elapsed_ms": elapsed}
-                )
+                stamp: dict[str, Any] = {"deadline_s": deadline.seconds, "elapsed_ms": elapsed}
+                if type(out.hits) is not CheckedHits:
+                    # every answer passed on has read-only hits, whoever built them
+                    higher = out.scale.higher_is_better
+                    stamp["hits"] = checked_hits(
+                        out.hits, scale=out.scale.name, descending=higher, ascending=not higher
+                    )
+                return copied(out, stamp)
             if isinstance(out, NoMatch):
-                return out.model_copy(
-                    update={"deadline_s": deadline.seconds, "elapsed_ms": elapsed}
-                )
+                return copied(out, {"deadline_s": deadline.seconds, "elapsed_ms": elapsed})
             return out
 
         return cast(
@@ -381,7 +389,14 @@ class Guard:
                     reason=f"plugin '{self.plugin}' raised during {op}: {_describe(exc)}",
                     error_type=type(exc).__name__,
                 )
-            return self._settle(op, index, out, check)
+            try:
+                return self._settle(op, index, out, check)
+            except Exception as exc:
+                # an answer built without validation (Hit.from_stored, Searched.from_stored)
+                # whose parts are not what they claim: its check tripped over them
+                return self._violation(
+                    index, f"its answer to {op} could not be checked: {_describe(exc)}"
+                )
 
         try:
             if inline:
@@ -419,7 +434,7 @@ class Guard:
             if out.index != index:
                 return self._violation(index, f"answered for index '{out.index}'")
             if not out.backend:
-                out = out.model_copy(update={"backend": self.plugin})
+                out = copied(out, {"backend": self.plugin})
         return check(out)
 
     def _intact(self, p: Passage) -> bool:
@@ -473,7 +488,20 @@ class Guard:
 
     def _check_hits(self, out: Searched, top_k: int) -> IndexFailed | None:
         index = out.index
-        if not out.hits:
+        hits = out.hits
+        if (
+            not isinstance(hits, list)
+            or isinstance(out.searched, bool)
+            or not isinstance(out.searched, int)
+            or not isinstance(out.scale, ScoreScale)
+            or not isinstance(out.backend, str)
+        ):
+            # possible only for an answer built without validation (Searched.from_stored)
+            return self._violation(
+                index,
+                "answered SEARCHED with hits, searched, scale or backend of the wrong type",
+            )
+        if not hits:
             return self._violation(
                 index, "answered SEARCHED with no hits (an empty result must be NO_MATCH)"
             )
@@ -489,9 +517,19 @@ class Guard:
                 index, f"searched={out.searched} is fewer than the {len(out.hits)} hits"
             )
         higher = out.scale.higher_is_better
+        if (
+            type(hits) is CheckedHits
+            and hits.scale == declared
+            and (hits.descending if higher else hits.ascending)
+        ):
+            # built and checked by the core as it built them (hits_from_provenance): ranks
+            # 1..n, every hit on ``declared``, scores finite and in order, passages intact
+            return None
         prev = math.inf if higher else -math.inf
         checked, isfinite = self._checked, math.isfinite
-        for i, hit in enumerate(out.hits, start=1):
+        for i, hit in enumerate(hits, start=1):
+            if not isinstance(hit, Hit):
+                return self._violation(index, f"hit {i} is a {type(hit).__name__}, not a Hit")
             if hit.rank != i:
                 return self._violation(index, f"hit {i} has rank {hit.rank}; ranks must be 1..n")
             if not isfinite(hit.score):

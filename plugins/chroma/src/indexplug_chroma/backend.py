@@ -587,7 +587,9 @@ class ChromaBackend:
         if not hits:
             return NoMatch(index=index, backend=self.name, searched=count)
         searched = max(count, len(hits))  # a count cached before another client's writes
-        return Searched(index=index, backend=self.name, hits=hits, searched=searched, scale=SCALE)
+        return Searched.from_stored(
+            index=index, backend=self.name, hits=hits, searched=searched, scale=SCALE
+        )
 
     def _search_handle(
         self, client: Any, index: str, emb: Embedder

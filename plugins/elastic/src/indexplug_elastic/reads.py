@@ -103,7 +103,7 @@ def search(
     # The count is a separate search (of the same request, or kept from an earlier one): a
     # write landing between them could make it smaller than the hits; the index held at least
     # as many as it returned.
-    return Searched(
+    return Searched.from_stored(
         index=index,
         backend=cx.name,
         hits=hits,

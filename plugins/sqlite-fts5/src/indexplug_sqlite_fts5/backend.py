@@ -433,7 +433,9 @@ class SqliteFts5Backend:
             hit(i, -bm25, SCALE.name, passage_from_row(cols))
             for i, (cols, bm25) in enumerate(rows, start=1)
         ]
-        return Searched(index=index, backend=self.name, hits=hits, searched=count, scale=SCALE)
+        return Searched.from_stored(
+            index=index, backend=self.name, hits=hits, searched=count, scale=SCALE
+        )
 
     def _term_stats(self, index: str, conn: sqlite3.Connection) -> pruning.TermStats:
         """This thread's pruning statistics for ``index``, tied to the connection they came
