@@ -14,7 +14,8 @@ hits either way, ways alternating try by try:
 * **one-pass**: :func:`indexplug.outcomes.hits_from_provenance` (since the night of 4
   December 2026 it hands out again the passages it rebuilt for earlier answers: after the
   first tries most hits here take that way, so this measures the search path as it is, not
-  the rebuilding alone);
+  the rebuilding alone; since late on 4 December 2026 it also checks the hits as it builds
+  them, the check the guard no longer repeats for them, which one-by-one leaves to the guard);
 * **ids**: only the ids out of the parsed answer (what a raw client's caller does), the floor.
 
 Before each try it writes over a buffer of ``--evict-mb`` (default 8 MiB), so the try starts

@@ -65,8 +65,9 @@ touches on a corpus like SciFact's 5,183 abstracts, where 4,096 remembered passa
 of the time."""
 CHECKED_OBJECTS = 16_384
 """Passage objects the guard remembers having checked, by identity (a weak reference each,
-about 120 bytes with the dict's slot): twice what :func:`~indexplug.outcomes.hits_from_provenance`
-keeps to hand out again (:data:`~indexplug.outcomes.REBUILT_PASSAGES`)."""
+about 120 bytes with the dict's slot): twice as many as
+:func:`~indexplug.outcomes.hits_from_provenance` keeps to hand out again
+(:data:`~indexplug.outcomes.REBUILT_PASSAGES`), for backends that share passages this way."""
 HASH_KEY_SECRET = bool(sys.flags.hash_randomization) and (
     os.environ.get("PYTHONHASHSEED", "random") == "random"
 )
@@ -445,9 +446,10 @@ class Guard:
         found intact is remembered twice over.
 
         * **The object itself**, by identity (a weak reference, so it is never kept alive
-          here): backends that rebuild passages from a provenance string hand the same
-          passage object to every search that finds it
-          (:func:`~indexplug.outcomes.hits_from_provenance`).  The fields the id covers (text,
+          here): a backend may hand the same passage object to every search that finds it
+          (the hits :func:`~indexplug.outcomes.hits_from_provenance` builds do, but come
+          checked, as :class:`~indexplug.outcomes.CheckedHits`, unless one of them did not
+          match its id; then the others are checked here).  The fields the id covers (text,
           source uri, span) cannot change on a frozen passage with a frozen source, so an
           object found intact stays intact; its check is one dictionary look-up.
         * **A fingerprint** of its id and of the fields the id covers, for backends that build
