@@ -103,6 +103,22 @@ class ServesTampered(ReferenceBackend):
         return out.model_copy(update={"hits": hits})
 
 
+class ServesKeptCopies(ReferenceBackend):
+    """Keeps every passage it served and serves that copy again, whatever its storage holds
+    now (a cache that never looks back at the store): an altered passage goes unnoticed."""
+
+    def search(self, index: str, query: str, **kw: Any) -> Any:
+        out = super().search(index, query, **kw)
+        if not isinstance(out, Searched):
+            return out
+        kept: dict[str, Passage] = self.__dict__.setdefault("_served", {})
+        hits = [
+            h.model_copy(update={"passage": kept.setdefault(h.passage.id, h.passage)})
+            for h in out.hits
+        ]
+        return out.model_copy(update={"hits": hits})
+
+
 class IgnoresDeadlines(ReferenceBackend):
     """Never looks at its deadline; fast enough that the guard never catches it."""
 

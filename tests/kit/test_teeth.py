@@ -59,6 +59,10 @@ CASES: dict[str, tuple[type[ReferenceBackend], dict[str, str]]] = {
         kb.ServesTampered,
         {"integrity.tamper": r"served the altered text .* instead of answering INDEX_FAILED"},
     ),
+    "serves copies it kept after the store was altered": (
+        kb.ServesKeptCopies,
+        {"integrity.tamper": r"served the passage as it was before it was altered"},
+    ),
     "ignores deadlines": (
         kb.IgnoresDeadlines,
         {

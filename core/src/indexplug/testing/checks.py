@@ -1052,6 +1052,13 @@ def _tamper(s: Subject) -> None:
     added = _by_id(ps)
     hook = s.tamper_hook()
     assert hook is not None
+    # served once intact first: a backend (or the core) that keeps what it served must still
+    # notice when the stored passage changes under it
+    before = _search(
+        s, index, "tamperword canary", "search before the passage is altered", top_k=50
+    )
+    if not any(h.passage.id == canary.id for h in before.hits):
+        fail("search before the passage is altered did not find it")
     altered = "The lighthouse keeper's canary sings tamperword at dusk, altered."
     try:
         hook(index, canary.id, altered)
@@ -1069,6 +1076,11 @@ def _tamper(s: Subject) -> None:
                     "of answering INDEX_FAILED"
                 )
             _same_passage(hit.passage, added, what)
+        if any(hit.passage.id == canary.id for hit in out.hits):
+            fail(
+                f"{what} served the passage as it was before it was altered (a copy kept from "
+                "an earlier search?): the altered store went unnoticed instead of INDEX_FAILED"
+            )
         fail(
             f"{what} answered SEARCHED without the altered passage (silently dropped) instead "
             "of INDEX_FAILED"
