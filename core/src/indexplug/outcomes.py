@@ -203,7 +203,8 @@ def hits_from_provenance(
     Rebuilding and checking a hundred passages were most of the framework's 1.1 ms on a
     top-100 Elasticsearch search the raw client answers in about 5 ms; sharing them (and
     elastic reading its hits straight from the answer) took the pair from 1.183x to about
-    1.13x, checking them here to about 1.12x (docs/backends/elastic.md).  Each new object
+    1.13x; checking them here took a same-evening pair from 1.156x to 1.129x, about 0.6 ms
+    over the raw client left (docs/backends/elastic.md).  Each new object
     gets exactly what :func:`indexplug.construct.maker` gives it; any model that stopped
     being plain takes the two-step way (plain lists, checked by the guard).
     """
