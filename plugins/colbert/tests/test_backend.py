@@ -614,6 +614,8 @@ def test_settings_are_checked(tmp_path: Path) -> None:
         ColbertBackend(tmp_path, {"fallback": "bm25"})
     with pytest.raises(ValueError, match="unknown native engine setting"):
         ColbertBackend(tmp_path, {"nprobes": 4})
+    with pytest.raises(ValueError, match=r"max_segments is gone: .* set merge_factor"):
+        ColbertBackend(tmp_path, {"max_segments": 4})
     with pytest.raises(ValueError, match="candidates"):
         ColbertBackend(tmp_path, {"candidates": 0})
 

@@ -28,6 +28,14 @@ OPTIONS = frozenset(
 )
 
 
+RENAMED = {
+    "max_segments": "max_segments is gone: segments now merge by size tier, set merge_factor "
+    "(segments of one tier merged into one, default 8) instead",
+}
+"""Settings that existed once, with what to set instead (an old configuration file gets told,
+not just refused)."""
+
+
 def _int(options: Mapping[str, Any], key: str, default: int, low: int) -> int:
     value = options.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | str):
@@ -76,7 +84,10 @@ class NativeSettings:
     def from_options(cls, options: Mapping[str, Any]) -> NativeSettings:
         unknown = set(options) - OPTIONS
         if unknown:
-            raise ValueError(f"unknown native engine setting(s): {', '.join(sorted(unknown))}")
+            hints = "".join(f"; {RENAMED[k]}" for k in sorted(unknown) if k in RENAMED)
+            raise ValueError(
+                f"unknown native engine setting(s): {', '.join(sorted(unknown))}{hints}"
+            )
         per_sqrt = float(options.get("centroids_per_sqrt", CodebookSettings.per_sqrt))
         if not 0.1 <= per_sqrt <= 64:
             raise ValueError("colbert setting centroids_per_sqrt must be between 0.1 and 64")
