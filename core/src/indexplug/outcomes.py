@@ -136,10 +136,8 @@ class CheckedHits(list[Hit]):
 
     def __reduce__(self) -> tuple[type[list[Hit]], tuple[list[Hit]]]:
         # what it records about its hits holds in this process only: elsewhere it is a list
+        # (pickle, copy.copy and copy.deepcopy all go through here)
         return (list, (list(self),))
-
-    def __copy__(self) -> list[Hit]:
-        return list(self)
 
 
 _INF = float("inf")
