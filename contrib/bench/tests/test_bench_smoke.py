@@ -594,3 +594,49 @@ def test_replayed_medians_of_every_repeat_are_combined_and_shown(tmp_path: Path)
     # medians with their spread, and the warm median as a share of the raw median (0.6 / 4.5)
     assert "| indexplug elastic BM25 | 100 | 0.600 (0.500..0.700) | 1.000 (0.900..1.200) |" in text
     assert "| 4.50 | 13.3% | 3 |" in text
+
+
+def test_a_floor_takes_the_hits_out_of_the_search_and_puts_everything_back_after(
+    tmp_path: Path,
+) -> None:
+    import indexplug_elastic.reads as reads
+    from indexplug.outcomes import CheckedHits, NoMatch, Searched
+    from indexplug_bench import systems
+    from indexplug_bench.floor import Floor
+    from indexplug_bench.warm import bench_passages
+    from indexplug_elastic.search import SCALES
+
+    originals = (reads.hits_from_response, systems.doc_ids)
+    corpus = [("d0", "cats purr softly"), ("d1", "dogs bark loudly")]
+    p0, p1 = bench_passages(corpus)
+    floor = Floor.of("indexplug elastic BM25", iter(corpus))
+    assert floor.beir_of == {p0.id: "d0", p1.id: "d1"}
+    es_hits = [
+        {"_id": p1.id, "_score": 2.5, "_source": {"text": p1.text, "prov": "{}"}},
+        {"_id": p0.id, "_score": 1.5, "_source": {"text": p0.text, "prov": "{}"}},
+    ]
+    scale = SCALES["bm25"]
+    with floor.installed():
+        hits = reads.hits_from_response(es_hits, scale.name, cosine=False)
+        # the ids as the library gave them, vouched for so that the guard passes them on
+        assert type(hits) is CheckedHits and list(hits) == [p1.id, p0.id]
+        assert hits.scale == scale.name and hits.descending
+        out = Searched.from_stored(index="i", backend="elastic", hits=hits, searched=2, scale=scale)
+        assert systems.doc_ids(out, {}) == ["d1", "d0"]
+        failures: dict[str, int] = {}
+        assert systems.doc_ids(NoMatch(index="i", backend="elastic", searched=2), failures) == []
+        assert failures == {}
+    assert (reads.hits_from_response, systems.doc_ids) == originals
+    with pytest.raises(KeyError):
+        Floor.of("indexplug sqlite-fts5", iter(corpus))  # its hit builder is not named
+
+
+def test_paired_with_floor_leaves_out_a_system_whose_hit_builder_is_not_named(
+    tmp_path: Path,
+) -> None:
+    got = sqlite_pair_cli(
+        "paired", tiny_beir(tmp_path / "tiny"), tmp_path / "floor.json", "--floor", "--repeats", "1"
+    )
+    assert got["floor"] == [] and "paired" not in got
+    (why,) = got["skipped"].values()
+    assert "not named for a floor" in why

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from indexplug_bench import machine
+from indexplug_bench.floor import Floor
 from indexplug_bench.replay import Replay
 from indexplug_bench.steps import Steps
 from indexplug_bench.systems import Runner, by_name, fresh
@@ -58,6 +59,7 @@ def measure_pair(
     workdir: Path,
     steps: Steps | None = None,
     replay: Replay | None = None,
+    floor: Floor | None = None,
 ) -> dict[str, Any]:
     """``system`` against ``raw`` on ``dataset`` in this process (see the module docstring).
 
@@ -67,7 +69,8 @@ def measure_pair(
     run the searches under (:mod:`indexplug_bench.steps`; their medians come back as
     ``steps_ms``), installed once both indexes are built.  ``replay``: the system's library
     calls recorded in the warm-up and replayed after the timed pass (:mod:`indexplug_bench.replay`;
-    its medians come back as ``replayed_p50_ms``)."""
+    its medians come back as ``replayed_p50_ms``).  ``floor``: the system's hits taken out for
+    the whole pair (:mod:`indexplug_bench.floor`; the row then says ``floor: true``)."""
     if replay is not None and warmup < 1:
         raise ValueError("a replay records the library's answers in a warm-up pass: warmup >= 1")
     name, size, batches, queries, _qrels = load(dataset)
@@ -89,6 +92,7 @@ def measure_pair(
         with (
             steps.installed(backends) if steps is not None else nullcontext(),
             replay.installed() if replay is not None else nullcontext(),
+            floor.installed() if floor is not None else nullcontext(),
         ):
             for timed in [False] * warmup + [True]:
                 for i, (_qid, text) in enumerate(queries):
@@ -143,6 +147,7 @@ def measure_pair(
         "cpu_s": round(time.process_time() - cpu0, 1),
         "steal_pct": machine.steal_pct(clock, machine.cpu_clock()),
         **({"steps_ms": steps.medians()} if steps is not None else {}),
+        **({"floor": True} if floor is not None else {}),
         **replayed,
     }
 
@@ -176,6 +181,7 @@ def combine_pairs(rows: list[dict[str, Any]]) -> dict[str, Any]:
         },
         "load_avg": [rows[0]["load_avg"][0], last["load_avg"][-1]],
         "steal_pct": max((r.get("steal_pct") or 0.0 for r in rows), default=None),
+        **({"floor": True} if last.get("floor") else {}),
         **_combined_replays(rows),
     }
 

@@ -195,16 +195,27 @@ def main() -> None:
         help="with --paired-with: also replay SYSTEM's searches with its library's answers "
         "from memory (indexplug_bench.replay), where its library calls are named",
     )
+    p.add_argument(
+        "--floor",
+        action="store_true",
+        help="with --paired-with: SYSTEM's hits taken out (indexplug_bench.floor), for the "
+        "framework's cost per search whatever it hands out per hit",
+    )
     a = p.parse_args()
     ctx = {
         "elastic_url": a.elastic_url,
         "elastic_url_list": [a.elastic_url] if a.elastic_url else None,
     }
     if a.paired_with:
+        from indexplug_bench.floor import Floor
         from indexplug_bench.paired import measure_pair
         from indexplug_bench.replay import LIBRARY_CALLS, Replay
 
         calls = LIBRARY_CALLS.get(a.system) if a.replay else None
+        floor = None
+        if a.floor:
+            _name, _size, batches, _queries, _qrels = load(a.dataset)
+            floor = Floor.of(a.system, (d for batch in batches() for d in batch))
         with _workdir(a.workdir) as tmp:
             pair = measure_pair(
                 a.system,
@@ -215,6 +226,7 @@ def main() -> None:
                 warmup=max(1, a.warmup) if calls else a.warmup,
                 workdir=Path(tmp),
                 replay=Replay(calls) if calls else None,
+                floor=floor,
             )
         a.out.write_text(json.dumps(pair, indent=1))
         return
