@@ -73,9 +73,9 @@ def int8_dots(a: I8, b: I8) -> F32:
             return out
         except (RuntimeError, NotImplementedError, TypeError) as exc:  # an old or odd build
             _TORCH_BROKEN.append(f"{type(exc).__name__}: {exc}")
-    wide = np.float32 if a.shape[1] <= EXACT_F32_DIM else np.float64
-    prod = a.astype(wide) @ b.astype(wide).T
-    return prod.astype(np.float32, copy=False)
+    wide = np.dtype(np.float32 if a.shape[1] <= EXACT_F32_DIM else np.float64)
+    prod: F32 = np.matmul(a.astype(wide), b.astype(wide).T).astype(np.float32, copy=False)
+    return prod
 
 
 def float_dots(a: F32, b: F32) -> F32:

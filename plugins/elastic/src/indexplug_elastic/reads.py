@@ -6,7 +6,7 @@ See :mod:`indexplug_elastic.search` for the request bodies and reciprocal rank f
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from indexplug.deadlines import Deadline
@@ -118,7 +118,9 @@ def _msearch(
     """The answers of one ``_msearch`` of ``bodies``, or the outcome that ends the search (the
     index is missing or new, a failure, or a search past its deadline on the server)."""
     conn = cx.conn
-    lines = q.encoded(q.msearch_lines(es_index, bodies))
+    # Byte lines go into the NDJSON body as they are (see ``encoded``); the client's
+    # annotations only name the dicts it would encode itself.
+    lines = cast(Any, q.encoded(q.msearch_lines(es_index, bodies)))
     answers: list[Any] = []
     for attempt in range(2):
         resp = conn.bounded(deadline, lambda c: c.msearch(searches=lines))

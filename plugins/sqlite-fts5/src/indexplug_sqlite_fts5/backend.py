@@ -248,7 +248,9 @@ class SqliteFts5Backend:
         finally:
             conn.set_progress_handler(None, 0)
 
-    def _failure(self, index: str, exc: BaseException, deadline: Deadline) -> Any:
+    def _failure(
+        self, index: str, exc: BaseException, deadline: Deadline
+    ) -> IndexTimeout | IndexFailed:
         """Map SQLite errors to outcomes: interrupted or locked is a timeout, the rest fail."""
         text = str(exc)
         if isinstance(exc, sqlite3.OperationalError) and (
@@ -552,7 +554,7 @@ class SqliteFts5Backend:
             return self._failure(index, exc, deadline)
 
     # -- extras --------------------------------------------------------------------------
-    def op_optimize(self, index: str, *, deadline: Deadline) -> IndexStatus | IndexFailed:
+    def op_optimize(self, index: str, *, deadline: Deadline) -> StatusOutcome:
         """Merge FTS5 segments into one (faster queries after a large ingest)."""
         try:
             conn = self._conn(index, create=False)
@@ -562,8 +564,7 @@ class SqliteFts5Backend:
             self._forget_stats(index)
         except (sqlite3.Error, NotAnIndex) as exc:
             return self._failure(index, exc, deadline)
-        out = self.status(index, deadline=deadline)
-        return out  # type: ignore[return-value]
+        return self.status(index, deadline=deadline)
 
     def op_drop(self, index: str, *, deadline: Deadline) -> IndexStatus:
         """Delete the index file (and its WAL) entirely; a sensitive op."""

@@ -260,7 +260,7 @@ def candidate_expression(bounds: Bounds, theta: float) -> str | None:
 
 def first_threshold(bounds: Bounds, k: int) -> float:
     """The first round's guess at the k-th best score (see :data:`FIRST_GUESS`)."""
-    return bounds.tails[0] * FIRST_GUESS / (k**GUESS_POWER)
+    return float(bounds.tails[0] * FIRST_GUESS / (k**GUESS_POWER))
 
 
 def top_k(
