@@ -354,12 +354,13 @@ def _overheads(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         mine = _row(quality, system, k)
         raw_name = pairs[(system, k)]["raw"] if (system, k) in pairs else (mine or {}).get("raw_of")
         raw = _row(quality, raw_name, k)
-        apart = _p50(mine) / _p50(raw) if mine and raw else None
-        apart_text = (
-            f"{_ratio(apart)} between processes ({_p50(mine):.2f} / {_p50(raw):.2f} ms)"
-            if apart is not None
-            else None
-        )
+        apart: float | None = None
+        apart_text: str | None = None
+        if mine and raw:
+            apart = _p50(mine) / _p50(raw)
+            apart_text = (
+                f"{_ratio(apart)} between processes ({_p50(mine):.2f} / {_p50(raw):.2f} ms)"
+            )
         pair = pairs.get((system, k))
         if pair is not None:
             ratio = _med(pair["ratio_p50"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
+from numpy.typing import NDArray
 
 VOCAB = 60_000
 SYLLABLES = [c + v for c in "bcdfghjklmnprstvwz" for v in "aeiou"] + ["th", "ch", "sh", "qu"]
@@ -25,10 +26,11 @@ def vocabulary(seed: int = 7, size: int = VOCAB) -> list[str]:
     return list(words)
 
 
-def _zipf_p(size: int, s: float = 1.07) -> np.ndarray:
+def _zipf_p(size: int, s: float = 1.07) -> NDArray[np.float64]:
     ranks = np.arange(1, size + 1, dtype=np.float64)
-    p = ranks**-s
-    return p / p.sum()
+    p: NDArray[np.float64] = ranks**-s
+    out: NDArray[np.float64] = p / p.sum()
+    return out
 
 
 def passages(n: int, seed: int = 7, batch: int = 10_000) -> Iterator[list[tuple[str, str]]]:

@@ -398,7 +398,7 @@ class RawElastic:
         # the text comes back with each hit, as every other system here returns it (a RAG
         # pipeline needs it); ids alone would be a lighter request than any user makes
         res = self.es.search(
-            index=self.name, query={"match": {"text": query}}, size=k, source=["text"]
+            index=self.name, query={"match": {"text": query}}, size=k, source={"includes": ["text"]}
         )
         return [h["_id"] for h in res["hits"]["hits"]]
 
