@@ -385,8 +385,9 @@ def paired(a: argparse.Namespace) -> None:
         for system, raw in _pairs(a, ctx, results):
             label = f"{system.name} with {raw.name}"
             if a.floor and system.name not in BUILDERS:
-                results["skipped"][label] = "its hit builder is not named for a floor"
-                print(f"skip {label}: its hit builder is not named for a floor", file=sys.stderr)
+                why = "its hit builder is not named for a floor"
+                results["skipped"][label] = why
+                print(f"skip {label}: {why}", file=sys.stderr)
                 continue
             print(f"pair {label} on {a.scifact}", file=sys.stderr)
             rows = []
