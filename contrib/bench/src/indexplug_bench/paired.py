@@ -59,7 +59,7 @@ def measure_pair(
     workdir: Path,
     steps: Steps | None = None,
     replay: Replay | None = None,
-    floor: Floor | None = None,
+    floor: bool = False,
 ) -> dict[str, Any]:
     """``system`` against ``raw`` on ``dataset`` in this process (see the module docstring).
 
@@ -70,10 +70,12 @@ def measure_pair(
     ``steps_ms``), installed once both indexes are built.  ``replay``: the system's library
     calls recorded in the warm-up and replayed after the timed pass (:mod:`indexplug_bench.replay`;
     its medians come back as ``replayed_p50_ms``).  ``floor``: the system's hits taken out for
-    the whole pair (:mod:`indexplug_bench.floor`; the row then says ``floor: true``)."""
+    the timed searches (:mod:`indexplug_bench.floor`, made from the corpus already loaded here;
+    the row then says ``floor: true``)."""
     if replay is not None and warmup < 1:
         raise ValueError("a replay records the library's answers in a warm-up pass: warmup >= 1")
     name, size, batches, queries, _qrels = load(dataset)
+    no_hits = Floor.of(system, (d for b in batches() for d in b)) if floor else None
     load_before = os.getloadavg()[0]
     clock = machine.cpu_clock()
     cpu0 = time.process_time()
@@ -92,7 +94,7 @@ def measure_pair(
         with (
             steps.installed(backends) if steps is not None else nullcontext(),
             replay.installed() if replay is not None else nullcontext(),
-            floor.installed() if floor is not None else nullcontext(),
+            no_hits.installed() if no_hits is not None else nullcontext(),
         ):
             for timed in [False] * warmup + [True]:
                 for i, (_qid, text) in enumerate(queries):
@@ -147,7 +149,7 @@ def measure_pair(
         "cpu_s": round(time.process_time() - cpu0, 1),
         "steal_pct": machine.steal_pct(clock, machine.cpu_clock()),
         **({"steps_ms": steps.medians()} if steps is not None else {}),
-        **({"floor": True} if floor is not None else {}),
+        **({"floor": True} if floor else {}),
         **replayed,
     }
 

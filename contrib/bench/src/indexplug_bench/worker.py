@@ -207,15 +207,10 @@ def main() -> None:
         "elastic_url_list": [a.elastic_url] if a.elastic_url else None,
     }
     if a.paired_with:
-        from indexplug_bench.floor import Floor
         from indexplug_bench.paired import measure_pair
         from indexplug_bench.replay import LIBRARY_CALLS, Replay
 
         calls = LIBRARY_CALLS.get(a.system) if a.replay else None
-        floor = None
-        if a.floor:
-            _name, _size, batches, _queries, _qrels = load(a.dataset)
-            floor = Floor.of(a.system, (d for batch in batches() for d in batch))
         with _workdir(a.workdir) as tmp:
             pair = measure_pair(
                 a.system,
@@ -226,7 +221,7 @@ def main() -> None:
                 warmup=max(1, a.warmup) if calls else a.warmup,
                 workdir=Path(tmp),
                 replay=Replay(calls) if calls else None,
-                floor=floor,
+                floor=a.floor,
             )
         a.out.write_text(json.dumps(pair, indent=1))
         return

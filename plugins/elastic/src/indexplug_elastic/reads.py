@@ -6,7 +6,7 @@ See :mod:`indexplug_elastic.search` for the request bodies and reciprocal rank f
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 from indexplug.deadlines import Deadline
@@ -120,7 +120,7 @@ def _msearch(
     conn = cx.conn
     # Byte lines go into the NDJSON body as they are (see ``encoded``); the client's
     # annotations only name the dicts it would encode itself.
-    lines = cast(Any, q.encoded(q.msearch_lines(es_index, bodies)))
+    lines: Any = q.encoded(q.msearch_lines(es_index, bodies))
     answers: list[Any] = []
     for attempt in range(2):
         resp = conn.bounded(deadline, lambda c: c.msearch(searches=lines))
