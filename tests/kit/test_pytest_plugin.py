@@ -133,10 +133,14 @@ def test_kit_through_pytest(pytester: pytest.Pytester) -> None:
     )
     assert broken["summary"]["failed"] == 1
 
-    # the check of a capability claimed but left out is absent, not passed
+    # the check of a capability claimed but left out did not run: never passed, and the card
+    # says it is incomplete
     forgot = json.loads((cards / "forgets-a-mixin.json").read_text())
-    assert "filters.equality" not in {c["id"] for c in forgot["checks"]}
-    assert forgot["summary"]["total"] == 24 and forgot["summary"]["passed"] == 22
+    row = next(c for c in forgot["checks"] if c["id"] == "filters.equality")
+    assert row["status"] == "SKIPPED"
+    assert forgot["summary"]["total"] == 25 and forgot["summary"]["passed"] == 22
+    assert forgot["summary"]["missing"] == ["filters.equality"]
+    assert forgot["summary"]["ok"] is False
 
 
 def test_marker_is_registered(pytester: pytest.Pytester) -> None:

@@ -21,13 +21,21 @@ or removed::
          "reason": null,                     # why, for every status but PASSED
          "duration_s": 0.012}
       ],
-      "summary": {"total": 25, "passed": 20, "failed": 0, "not_claimed": 3, "skipped": 2,
-                  "ok": true}                # ok: no check FAILED
+      "summary": {"total": 25, "passed": 22, "failed": 0, "not_claimed": 3, "skipped": 0,
+                  "complete": true,          # every check that applies ran
+                  "missing": [],             # ids of the checks that apply but did not run
+                  "ok": true}                # complete, and no check FAILED
     }
 
-``NOT_CLAIMED`` means the backend does not declare the capability (never a pass);
-``SKIPPED`` means it could not be checked here (a hook such as ``tamper`` is missing, or the
-rule does not apply, e.g. "no matching word" for a dense backend), with the reason.
+A card lists every check of :data:`~indexplug.testing.checks.CHECKS`, in order, whichever
+route made it.  A check *applies* when it needs no capability, or the backend claims the one it
+needs (``server`` for ``availability.outage``).  ``NOT_CLAIMED`` means it does not apply (the
+backend does not declare the capability; never a pass); ``SKIPPED`` means it applies but did
+not run, with the reason: a hook such as ``tamper`` is missing, or it was left out of the run
+(``"not run: ..."``: deselected with ``-k``, its mixin left out of the pytest class, not in
+``only``).  Every check that applies and did not end PASSED or FAILED is in ``missing``; a
+card with any is not ``complete``, and never ``ok``.  Both routes compute this in
+:func:`make_card`, so a card cannot claim more than was checked.
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from indexplug.guard import Guard
 from indexplug.protocols import BackendContext, IndexBackend
@@ -57,6 +65,7 @@ __all__ = [
     "BackendFactory",
     "ReportCard",
     "Summary",
+    "applies",
     "conformance_command",
     "make_card",
     "print_card",
@@ -70,6 +79,8 @@ BackendRef = str | Callable[[BackendContext], IndexBackend]
 
 
 class Summary(BaseModel):
+    """The counts of a card's rows, and whether they add up to a claim a user may rely on."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     total: int
@@ -78,7 +89,12 @@ class Summary(BaseModel):
     not_claimed: int
     skipped: int
     ok: bool
-    """True when no check failed (NOT_CLAIMED and SKIPPED are not failures, nor passes)."""
+    """True when the card is ``complete`` and no check failed."""
+    complete: bool = False
+    """True when every check that applies to the claimed capabilities ran (PASSED or FAILED).
+    A card written before this field existed reads as not known to be complete."""
+    missing: list[str] = Field(default_factory=list)
+    """The ids of the checks that apply but did not run, in card order."""
 
 
 class ReportCard(BaseModel):
@@ -117,28 +133,83 @@ def card_capabilities(capabilities: Mapping[str, object]) -> dict[str, bool | li
     return out
 
 
+def _capability(check: Check) -> str | None:
+    """The capability a check needs the backend to claim before it applies, if any."""
+    return "server" if check.outage_or_claim else check.claim
+
+
+def applies(check: Check, capabilities: Mapping[str, object] | None) -> bool:
+    """Whether a backend with these claims must pass ``check``: it needs no capability, or the
+    backend claims (``True``, not merely truthy) the one it needs.  ``availability.outage``
+    applies to a ``server``; it may also run without the claim, but is then not required."""
+    capability = _capability(check)
+    return capability is None or (capabilities is not None and capabilities.get(capability) is True)
+
+
+_RAN = (CheckStatus.PASSED, CheckStatus.FAILED)
+
+
 def make_card(
-    backend: str, checks: list[CheckResult], capabilities: Mapping[str, object] | None = None
+    backend: str,
+    checks: list[CheckResult],
+    capabilities: Mapping[str, object] | None = None,
+    *,
+    not_run: Mapping[str, str] | None = None,
 ) -> ReportCard:
-    """Assemble a card (also used by the pytest plugin's ``--indexplug-card``)."""
+    """Assemble a card from the results of the checks that were attempted; both routes (the
+    command and the pytest plugin's ``--indexplug-card``) call it, so they agree on what a
+    card says.
+
+    Every check of ``CHECKS`` gets a row, in order: one not in ``checks`` is ``NOT_CLAIMED``
+    when it does not apply to ``capabilities``, else ``SKIPPED`` with ``not_run[id]`` (the
+    route's word on why it did not run) as the reason.  Results of ids the kit does not know
+    follow, as given.  The card is complete when every check that applies ran, and ok when it
+    is complete and none failed.
+    """
     from indexplug import __version__
 
+    given = {c.id: c for c in checks}
+    rows: list[CheckResult] = []
+    for check in CHECKS:
+        row = given.pop(check.id, None)
+        if row is None:
+            if applies(check, capabilities):
+                why = (not_run or {}).get(check.id, "not run")
+                row = CheckResult(
+                    id=check.id, title=check.title, status=CheckStatus.SKIPPED, reason=why
+                )
+            else:
+                why = f"not claimed: {_capability(check)}"
+                row = CheckResult(
+                    id=check.id, title=check.title, status=CheckStatus.NOT_CLAIMED, reason=why
+                )
+        rows.append(row)
+    rows.extend(given.values())
+    kit = {c.id: c for c in CHECKS}
+    missing = [
+        r.id
+        for r in rows
+        if r.id in kit and applies(kit[r.id], capabilities) and r.status not in _RAN
+    ]
+
     def n(status: CheckStatus) -> int:
-        return sum(1 for c in checks if c.status is status)
+        return sum(1 for c in rows if c.status is status)
 
     summary = Summary(
-        total=len(checks),
+        total=len(rows),
         passed=n(CheckStatus.PASSED),
         failed=n(CheckStatus.FAILED),
         not_claimed=n(CheckStatus.NOT_CLAIMED),
         skipped=n(CheckStatus.SKIPPED),
-        ok=n(CheckStatus.FAILED) == 0,
+        ok=n(CheckStatus.FAILED) == 0 and not missing,
+        complete=not missing,
+        missing=missing,
     )
     return ReportCard(
         backend=backend,
         indexplug_version=__version__,
         capabilities=card_capabilities(capabilities) if capabilities is not None else None,
-        checks=checks,
+        checks=rows,
         summary=summary,
     )
 
@@ -203,7 +274,8 @@ def run_card(
 
     ``backend`` is an installed backend's name (looked up like ``open_backend``) or a factory
     ``(BackendContext) -> IndexBackend``.  ``options`` are the backend's settings.  ``only``
-    restricts the run to some check ids (the others are left off the card).  ``home`` is
+    restricts the run to some check ids (the others that apply are ``SKIPPED``, "not run",
+    so the card is not complete and not ok).  ``home`` is
     where the temporary homes go (default: the system's temporary folder).  ``on_result`` is
     called after each check, for progress output.
     """
@@ -234,7 +306,8 @@ def run_card(
         results.append(result)
         if on_result is not None:
             on_result(result)
-    return make_card(name, results, caps)
+    left_out = "not run: not among the checks asked for (only=...)"
+    return make_card(name, results, caps, not_run={c.id: left_out for c in CHECKS})
 
 
 _STYLE = {
@@ -260,7 +333,15 @@ def print_card(card: ReportCard, console: Any = None) -> None:
         table.add_row(c.id, f"[{style}]{c.status.value}[/]", c.reason or "", style=None)
     console.print(table)
     s = card.summary
-    verdict = "[green]no failures[/]" if s.ok else f"[bold red]{s.failed} failed[/]"
+    verdict = "[green]complete, no failures[/]"
+    if not s.ok:
+        # The ids are in the table already: the summary counts them, so each prints once.
+        problems = [f"{s.failed} failed"] if s.failed else []
+        if s.missing:
+            problems.append(
+                f"incomplete: {len(s.missing)} check(s) that apply did not run (SKIPPED above)"
+            )
+        verdict = f"[bold red]{'; '.join(problems) or 'not ok'}[/]"
     console.print(
         f"{s.passed} passed, {s.failed} failed, {s.not_claimed} not claimed, {s.skipped} "
         f"skipped of {s.total} (indexplug {card.indexplug_version}): {verdict}"
@@ -275,10 +356,13 @@ def conformance_command(
     settings: KitSettings | None = None,
     only: Collection[str] | None = None,
 ) -> int:
-    """``indexplug conformance``: run the card, print it, exit 0 only if nothing failed.
+    """``indexplug conformance``: run the card, print it, exit 0 only if the card is ok.
 
-    Exit status: 0 no check failed; 1 some check failed; 2 the backend is not installed.
-    With ``json`` the card goes to stdout as JSON and progress nowhere, so it can be piped.
+    Exit status: 0 the card is ok (every check that applies ran and passed); 1 it is not (a
+    check failed, or one that applies did not run); 2 the backend is not installed.  With
+    ``json`` the card goes to stdout as JSON and progress nowhere, so it can be piped.
+    Otherwise the table is the only place a check is named: progress is a count on stderr,
+    shown only on a terminal and erased when the table prints.
     """
     from rich.console import Console
 
@@ -293,15 +377,24 @@ def conformance_command(
         err.print(f"[bold red]error:[/] {exc}")
         return 2
 
-    progress: Callable[[CheckResult], None] | None = None
-    if not json:
+    if json:
+        card = run_card(backend, options, settings=settings, only=only)
+        print(card.model_dump_json(indent=2))
+        return 0 if card.ok else 1
+
+    total = len(CHECKS) if only is None else len(set(only))
+    done: list[CheckResult] = []
+
+    def counted() -> str:
+        failed = sum(1 for r in done if r.status is CheckStatus.FAILED)
+        return f"conformance of {backend}: {len(done)} of {total} checks run, {failed} failed"
+
+    with err.status(counted()) as status:  # transient: nothing of it stays on the screen
 
         def progress(r: CheckResult) -> None:
-            err.print(f"  {r.id}: [{_STYLE[r.status]}]{r.status.value}[/]", highlight=False)
+            done.append(r)
+            status.update(counted())
 
-    card = run_card(backend, options, settings=settings, only=only, on_result=progress)
-    if json:
-        print(card.model_dump_json(indent=2))
-    else:
-        print_card(card)
+        card = run_card(backend, options, settings=settings, only=only, on_result=progress)
+    print_card(card)
     return 0 if card.ok else 1

@@ -31,7 +31,9 @@ skipped tests that prove nothing, and the class says what it tests.  The two are
 fails it (its checks would never run), and so does a class with the mixin of a capability the
 backend does not claim.  Every check that runs must pass: one that lacks a hook it needs (a
 ``tamper`` hook, a way to reopen) fails with what to provide.  The report card
-(``--indexplug-card``) still lists the checks of unclaimed capabilities, as ``NOT_CLAIMED``.
+(``--indexplug-card``) lists every check: those of unclaimed capabilities as ``NOT_CLAIMED``,
+and those that apply but did not run (a claimed capability's mixin left out, a test
+deselected with ``-k``) as ``SKIPPED``, which makes the card incomplete and not ok.
 """
 
 from __future__ import annotations
