@@ -86,8 +86,9 @@ class CheckStatus(StrEnum):
     FAILED = "FAILED"
     NOT_CLAIMED = "NOT_CLAIMED"
     SKIPPED = "SKIPPED"
-    """Claimed or applicable, but the kit could not run it: a hook it needs was not provided
-    (the reason names it).  Only the command-line card reports it; in pytest it fails."""
+    """Claimed or applicable, but it did not run: a hook it needs was not provided (in pytest
+    that fails instead), or it was left out of the run (a card's ``"not run: ..."`` rows).
+    The reason says which; either way the card is not complete."""
 
 
 class CheckResult(BaseModel):
