@@ -6,6 +6,7 @@ import threading
 import time
 from typing import Any
 
+import indexplug.guard as guard_module
 import pytest
 from indexplug import (
     Capabilities,
@@ -22,7 +23,8 @@ from indexplug import (
     ScoreScale,
     Searched,
 )
-from indexplug.outcomes import IndexFailed, IndexStatus, IndexTimeout, IndexUnavailable
+from indexplug.outcomes import IndexFailed, IndexTimeout, IndexUnavailable
+from indexplug.passages import Source
 
 SCALE = ScoreScale(name="test")
 P1 = Passage.create("alpha beta", "mem://1")
@@ -195,7 +197,7 @@ def test_oversize_batches_are_refused() -> None:
 
 
 class Cooperative(Fake):
-    """A plugin that claims to stop by its deadlines (so the guard calls it inline)."""
+    """A plugin that claims to stop by its deadlines."""
 
     capabilities = Capabilities(cooperative_deadlines=True)
 
@@ -204,78 +206,93 @@ class Cooperative(Fake):
         return super()._answer()
 
 
-def test_a_cooperative_plugin_runs_on_the_callers_thread() -> None:
-    fake = Cooperative(searched(hit(1, 2.0)))
+class Pooled(Fake):
+    """A plugin that does not claim cooperative deadlines."""
+
+    def _answer(self) -> Any:
+        self.thread = threading.current_thread()
+        return super()._answer()
+
+
+@pytest.mark.parametrize("plugin", [Pooled, Cooperative], ids=["pooled", "claims-cooperative"])
+def test_every_plugin_runs_on_a_worker_thread(plugin: type[Fake]) -> None:
+    """Only a thread the caller does not wait on can be abandoned at the deadline, so no
+    claim puts a plugin on the caller's thread."""
+    fake = plugin(searched(hit(1, 2.0)))
     out = Guard(fake).search("i", "q", deadline_s=5)
-    assert isinstance(out, Searched) and fake.thread is threading.current_thread()
-    boom = Cooperative(RuntimeError("disk on fire"))
+    assert isinstance(out, Searched) and out.deadline_s == 5
+    assert fake.thread is not threading.current_thread()  # type: ignore[attr-defined]
+    boom = plugin(RuntimeError("disk on fire"))
     failed = Guard(boom).search("i", "q", deadline_s=5)
     assert isinstance(failed, IndexFailed) and "disk on fire" in failed.reason
 
 
-class SearchesCooperate(Cooperative):
-    """Claims only its searches stop by their deadlines."""
-
-    capabilities = Capabilities(cooperative_deadlines=frozenset({"search"}))
-
-
-def test_only_the_ops_claimed_cooperative_run_on_the_callers_thread() -> None:
-    fake = SearchesCooperate(searched(hit(1, 2.0)))
-    guard = Guard(fake)
-    assert isinstance(guard.search("i", "q", deadline_s=5), Searched)
-    assert fake.thread is threading.current_thread()
-    fake.answer = IndexStatus(index="i", backend="fake", exists=True, passages=1)
-    assert guard.status("i", deadline_s=5).code == "STATUS"
-    assert fake.thread is not threading.current_thread()  # not claimed: a worker thread
-    assert Capabilities.model_validate(fake.capabilities.model_dump(mode="json")) == (
-        fake.capabilities
-    )
+@pytest.mark.parametrize("plugin", [Pooled, Cooperative], ids=["pooled", "claims-cooperative"])
+def test_a_late_answer_is_a_timeout_whatever_it_says(plugin: type[Fake]) -> None:
+    """A plugin that ignores its deadline and answers NO_MATCH after it does not pass that
+    off as "no evidence"; and the caller has the timeout at the deadline, not when the plugin
+    finally answers."""
+    late = plugin(NoMatch(index="i", searched=1), sleep=0.1)
+    t0 = time.monotonic()
+    out = Guard(late).search("i", "q", deadline_s=0.05)
+    waited = time.monotonic() - t0
+    assert isinstance(out, IndexTimeout) and out.deadline_s == 0.05
+    assert waited < 0.05 + 0.05, waited
+    slow = plugin(NoMatch(index="i", searched=1), sleep=30)
+    t0 = time.monotonic()
+    out = Guard(slow).search("i", "q", deadline_s=0.2)
+    assert isinstance(out, IndexTimeout) and time.monotonic() - t0 < 0.2 + 0.05
 
 
-def test_a_cooperative_plugin_that_overruns_is_still_a_timeout() -> None:
-    """The claim is checked: a late answer is not passed on as if it were on time."""
-    late = Cooperative(NoMatch(index="i", searched=1), sleep=0.5)
-    out = Guard(late).search("i", "q", deadline_s=0.1)
-    assert isinstance(out, IndexTimeout) and out.deadline_s == 0.1
+def test_a_late_answer_finished_after_the_deadline_is_a_timeout_even_if_collected() -> None:
+    """An answer the plugin gives after its deadline, while the caller is still waiting for
+    the guard's checks, is a timeout too (decided by when the plugin answered)."""
+    late = Pooled(searched(hit(1, 2.0)), sleep=0.06)
+    out = Guard(late).search("i", "q", deadline_s=0.05)
+    assert isinstance(out, IndexTimeout)
 
 
-@pytest.mark.parametrize("secret_key", [True, False], ids=["remembered", "hashed every time"])
-def test_a_passage_tampered_after_it_was_served_intact_is_still_refused(
-    secret_key: bool, monkeypatch: pytest.MonkeyPatch
+def test_checked_passages_are_remembered_by_content_and_handed_out_as_the_guards_copy(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The guard remembers the passage objects it verified (by identity: a frozen passage
-    cannot change), and equal passages in new objects while Python's hash key is secret,
-    hashing them when it is not (``PYTHONHASHSEED`` set); either way a changed field is hashed
-    again, not trusted."""
-    import indexplug.guard as guard_module
-
-    monkeypatch.setattr(guard_module, "HASH_KEY_SECRET", secret_key)
+    """The guard remembers the passages it checked, by digest: an equal passage is not
+    hashed again, and comes back as the guard's own copy, never the plugin's object.  A
+    passage differing in any field is hashed, and refused when altered."""
     hashed: list[str] = []
-    real = Passage.expected_id
+    real = guard_module.passage_id
 
-    def counting(self: Passage) -> str:
-        hashed.append(self.id)
-        return real(self)
+    def counting(text: str, uri: str, start: int, end: int) -> str:
+        hashed.append(text)
+        return real(text, uri, start, end)
 
-    monkeypatch.setattr(Passage, "expected_id", counting)
+    monkeypatch.setattr(guard_module, "passage_id", counting)
     fake = Fake(searched(hit(1, 2.0)))
     guard = Guard(fake)
-    assert isinstance(guard.search("i", "q"), Searched)
-    before = len(hashed)
-    assert before >= 1 and hashed[-1] == P1.id  # the first time, it is hashed
-    assert isinstance(guard.search("i", "q"), Searched)
-    assert hashed[before:] == []  # the very object it checked: remembered either way
-    fields = {"id": P1.id, "text": P1.text, "source": P1.source, "start": P1.start, "end": P1.end}
-    equal = Passage.from_stored(**fields)  # type: ignore[arg-type]
-    fake.answer = searched(Hit.from_stored(rank=1, score=1.0, score_scale="test", passage=equal))
-    assert isinstance(guard.search("i", "q"), Searched)
-    assert hashed[before:] == ([] if secret_key else [P1.id])  # remembered, or hashed again
+    first = guard.search("i", "q")
+    assert isinstance(first, Searched) and hashed == [P1.text]
+    assert first.hits[0].passage is not P1 and first.hits[0].passage == P1
+    again = guard.search("i", "q")
+    assert isinstance(again, Searched) and hashed == [P1.text]  # remembered
+    assert again.hits[0].passage is first.hits[0].passage  # the guard's copy, shared
+    fields = {
+        "id": P1.id,
+        "text": P1.text,
+        "source": P1.source,
+        "start": P1.start,
+        "end": P1.end,
+        "digest": P1.digest,
+    }
     same_length = P1.text[:-1] + ("?" if P1.text[-1] != "?" else "!")
     for change in (
         {"text": P1.text + "!"},
-        {"text": same_length},  # the fingerprint's length matches; its hash does not
+        {"text": same_length},
         {"start": P1.start + 1},
         {"end": P1.end + 1},
+        {"metadata": {"trusted": True}},
+        {"source": Source(uri=P1.source.uri, licence="CC0")},
+        {"source": Source(uri=P1.source.uri, provenance="forged")},
+        {"document_sha256": "0" * 64},
+        {"digest": None},
     ):
         bad = Passage.from_stored(**{**fields, **change})  # type: ignore[arg-type]
         fake.answer = searched(
@@ -285,62 +302,20 @@ def test_a_passage_tampered_after_it_was_served_intact_is_still_refused(
         assert isinstance(out, IndexFailed) and out.error_type == "IntegrityError", change
 
 
-def test_the_guards_memory_of_checked_objects_vouches_only_for_that_very_object(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """An entry of the identity memory whose object is gone (its address now holds another
-    passage) vouches for nothing, and the memory stays bounded."""
-    import weakref
-
-    import indexplug.guard as guard_module
-
-    monkeypatch.setattr(guard_module, "HASH_KEY_SECRET", False)
-    guard = Guard(Fake(searched(hit(1, 2.0))))
-    fields = {"id": P1.id, "text": P1.text + "!", "source": P1.source, "start": 0, "end": P1.end}
-    bad = Passage.from_stored(**fields)  # type: ignore[arg-type]
-    guard._checked[id(bad)] = weakref.ref(P1)  # as if P1 had lived at bad's address
-    assert not guard._intact(bad)
-    monkeypatch.setattr(guard_module, "CHECKED_OBJECTS", 8)
+def test_the_guards_memory_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(guard_module, "CHECKED_PASSAGES", 8)
     many = [Passage.create(f"text {n}", "file:///many.txt") for n in range(20)]
-    assert all(guard._intact(p) for p in many)
+    fake = Fake()
+    guard = Guard(fake)
+    for p in many:
+        fake.answer = searched(hit(1, 1.0, p))
+        assert isinstance(guard.search("i", "q"), Searched)
     assert 0 < len(guard._checked) <= 8
 
 
-class Pooled(Fake):
-    """A plugin that does not claim cooperative deadlines (the guard calls it on a worker)."""
-
-    def _answer(self) -> Any:
-        self.thread = threading.current_thread()
-        return super()._answer()
-
-
-def test_a_pooled_answer_is_checked_on_the_thread_that_made_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Why: the checks read every hit's text, and on the caller's thread (often another core)
-    those reads missed the cache the plugin's thread had just filled.  Where they run changes
-    nothing of what comes out: a tampered passage is still refused, a good answer still passes
-    stamped, an outage still makes the guard ask for readiness again."""
-    checked_on: list[threading.Thread] = []
-    real = Guard._check_hits
-
-    def recording(self: Guard, out: Searched, top_k: int) -> Any:
-        checked_on.append(threading.current_thread())
-        return real(self, out, top_k)
-
-    monkeypatch.setattr(Guard, "_check_hits", recording)
-    fake = Pooled(searched(hit(1, 2.0), hit(2, 1.0, P2)))
+def test_an_outage_makes_the_guard_ask_for_readiness_again() -> None:
+    fake = Pooled(IndexUnavailable(index="i", backend="fake", reason="server down"))
     guard = Guard(fake)
-    out = guard.search("i", "q", deadline_s=5)
-    assert isinstance(out, Searched) and out.backend == "fake" and out.deadline_s == 5
-    assert checked_on == [fake.thread] and fake.thread is not threading.current_thread()
-    bad = Passage.from_stored(id=P1.id, text="evil", source={"uri": "mem://1"}, start=0, end=10)
-    fake.answer = searched(
-        Hit.model_construct(rank=1, score=1.0, score_scale="test", passage=bad, untrusted=True)
-    )
-    refused = guard.search("i", "q", deadline_s=5)
-    assert isinstance(refused, IndexFailed) and refused.error_type == "IntegrityError"
-    fake.answer = IndexUnavailable(index="i", backend="fake", reason="server down")
     assert isinstance(guard.search("i", "q", deadline_s=5), IndexUnavailable)
     asked = fake.calls
     fake.answer = NoMatch(index="i", searched=1)

@@ -125,7 +125,13 @@ def test_trusted_construction_builds_what_model_construct_builds() -> None:
 
     p = Passage.create("Otters hold hands.", "file:///o.md", start=2, metadata={"n": 1})
     stored = Passage.from_stored(
-        id=p.id, text=p.text, source=p.source, start=p.start, end=p.end, metadata={"n": 1}
+        id=p.id,
+        text=p.text,
+        source=p.source,
+        start=p.start,
+        end=p.end,
+        metadata={"n": 1},
+        digest=p.digest,
     )
     assert stored == p and stored.model_fields_set == p.model_fields_set
     assert stored.model_dump_json() == p.model_dump_json()
@@ -151,44 +157,10 @@ def test_trusted_construction_builds_what_model_construct_builds() -> None:
     assert (partial.a, partial.b) == (1, 5) and partial.model_fields_set == {"a"}
 
 
-def test_a_maker_is_checked_once_and_copies_never_touch_the_shared_fields_set() -> None:
-    """``indexplug.construct.maker``: the builder behind ``Hit.from_stored`` and
-    ``stored_passage`` exists only for a frozen plain model named field for field, and the one
-    fields set its models share is never changed by copying them."""
-    from indexplug.construct import maker
-    from indexplug.outcomes import Hit
-    from pydantic import BaseModel, ConfigDict
-
-    class Loose(BaseModel):
-        a: int
-
-    class Frozen(BaseModel):
-        model_config = ConfigDict(frozen=True)
-        a: int
-        b: int = 0
-
-    assert maker(Loose, ("a",)) is None  # not frozen: assignment would add to the shared set
-    assert maker(Frozen, ("a",)) is None  # not every field named
-    assert maker(Frozen, ("a", "b", "b")) is None
-    make = maker(Frozen, ("a", "b"))
-    assert make is not None
-    one, two = make({"a": 1, "b": 2}), make({"a": 3, "b": 4})
-    assert (one.a, two.b) == (1, 4) and one == Frozen(a=1, b=2)
-    p = Passage.create("Otters hold hands.", "file:///o.md")
-    h1 = Hit.from_stored(rank=1, score=1.0, score_scale="s", passage=p)
-    h2 = Hit.from_stored(rank=2, score=0.5, score_scale="s", passage=p)
-    before = set(h2.model_fields_set)
-    moved = h1.model_copy(update={"rank": 3})
-    assert moved.rank == 3 and h1.rank == 1
-    assert h2.model_fields_set == before == set(Hit.model_fields)
-    with pytest.raises(Exception):
-        h1.rank = 5  # type: ignore[misc]  # frozen: nothing can add to the shared set
-
-
 _scalars = st.one_of(
     st.text(max_size=30),
     st.integers(-(2**63), 2**63 - 1),
-    st.floats(allow_nan=False),
+    st.floats(allow_nan=False, allow_infinity=False),
     st.booleans(),
 )
 
@@ -208,7 +180,14 @@ def test_provenance_json_round_trips_every_field_exactly(
     parse is shared)."""
     p = Passage.create(text, uri, start=start, metadata=metadata, document_sha256=doc_sha)
     raw = provenance_json(p)
-    assert set(json.loads(raw)) <= {"source", "start", "end", "document_sha256", "metadata"}
+    assert set(json.loads(raw)) <= {
+        "source",
+        "start",
+        "end",
+        "document_sha256",
+        "metadata",
+        "digest",
+    }
     back = passage_from_provenance(p.id, p.text, raw)
     assert back == p and back.id == back.expected_id()
     assert [type(v) for v in back.metadata.values()] == [type(v) for v in p.metadata.values()]
@@ -222,7 +201,10 @@ def test_a_passage_rebuilt_from_altered_provenance_shows_it() -> None:
     p = Passage.create("the text", "file:///a.txt", metadata={"n": 1})
     altered = provenance_json(p).replace('"end":8', '"end":9')
     back = passage_from_provenance(p.id, p.text, altered)
-    assert back.end == 9 and back.id != back.expected_id()
+    assert back.end == 9 and back.id != back.expected_id() and not back.intact()
+    relabelled = provenance_json(p).replace('"n":1', '"n":2')
+    back = passage_from_provenance(p.id, p.text, relabelled)
+    assert back.id == back.expected_id() and back.digest != back.expected_digest()
 
 
 @given(
@@ -241,7 +223,7 @@ def test_hits_built_in_one_pass_equal_those_built_one_by_one(
 ) -> None:
     """``hits_from_provenance`` (elastic's and chroma's search path) gives exactly the hits
     of ``Hit.from_stored`` around ``passage_from_provenance``: ranks 1..n in row order, equal
-    passages with read-only metadata, and copies that leave the shared fields set alone."""
+    passages with read-only metadata."""
     from indexplug.outcomes import Hit, hits_from_provenance
 
     passages = [Passage.create(t, u, metadata=m) for t, u, m, _ in stored]
@@ -259,18 +241,14 @@ def test_hits_built_in_one_pass_equal_those_built_one_by_one(
     assert all(h.model_dump() == s.model_dump() for h, s in zip(fast, slow))
     if fast:
         with pytest.raises(TypeError):
-            fast[0].passage.metadata["x-changed"] = 1  # shared with later results: read-only
-        assert hits_from_provenance(rows, "cosine")[0].passage.metadata == passages[0].metadata
-        moved = fast[-1].model_copy(update={"rank": 99})
-        assert moved.rank == 99 and fast[-1].model_fields_set == set(Hit.model_fields)
-        assert fast[-1].passage.model_fields_set == set(Passage.model_fields)
+            fast[0].passage.metadata["x-changed"] = 1
+        assert type(fast) is list and fast[0].passage is not fast[0].passage.model_copy()
 
 
 def test_metadata_is_a_dict_that_cannot_change() -> None:
     """A passage's metadata reads as the dict it was given (json, equality, pydantic's dump
-    and JSON schema) and refuses every change, so one passage object can be shared by
-    every result holding it; an immutable passage is hashable, and copies and pickles keep it
-    read-only."""
+    and JSON schema) and refuses every change, so a checked passage stays as its digest says
+    it is; an immutable passage is hashable, and copies and pickles keep it read-only."""
     import copy
     import pickle
 
@@ -316,51 +294,31 @@ def test_metadata_is_a_dict_that_cannot_change() -> None:
         Passage.create("the text", "file:///a.txt", metadata={"nested": {"no": 1}})  # type: ignore[dict-item]
 
 
-def test_a_passage_rebuilt_once_is_handed_out_again_only_for_the_same_record() -> None:
-    """``hits_from_provenance`` keeps the passages it rebuilt and gives the same object for
-    the same id, text and provenance (the guard then knows it); a record whose text or
-    provenance differs gets a passage of its own, built from what it holds, and the cache
-    stays bounded."""
-    import indexplug.outcomes as outcomes
-    from indexplug.outcomes import hits_from_provenance
-
-    p = Passage.create("shared text", "file:///shared.txt", metadata={"topic": "otters"})
-    row = (p.id, 2.0, p.text, provenance_json(p))
-    first = hits_from_provenance([row], "s")[0].passage
-    again = hits_from_provenance([(p.id, 1.0, p.text, row[3])], "s")[0].passage
-    assert again is first and again == p
-    tampered = hits_from_provenance([(p.id, 1.0, "other text", row[3])], "s")
-    tampered_text = tampered[0].passage
-    assert tampered_text is not first and tampered_text.text == "other text"
-    assert tampered_text.id != tampered_text.expected_id()  # the guard will refuse it
-    assert type(tampered) is list  # not vouched for: the guard checks it hit by hit
-    # and never kept: the intact passage is still the one handed out for the intact record
-    assert hits_from_provenance([row], "s")[0].passage is first
-    other = Passage.create("shared text", "file:///shared.txt", metadata={"topic": "seals"})
-    relabelled = hits_from_provenance([(p.id, 1.0, p.text, provenance_json(other))], "s")
-    assert relabelled[0].passage.metadata == {"topic": "seals"}
-    assert hits_from_provenance([row], "s")[0].passage == p
-    for n in range(outcomes.REBUILT_PASSAGES + 5):
-        q = Passage.create(f"text {n}", "file:///many.txt")
-        hits_from_provenance([(q.id, 1.0, q.text, provenance_json(q))], "s")
-    assert len(outcomes._rebuilt) <= outcomes.REBUILT_PASSAGES
-
-
-def test_the_passages_kept_for_reuse_are_bounded_in_characters_too(
-    monkeypatch: pytest.MonkeyPatch,
+@given(
+    texts,
+    st.dictionaries(st.text(min_size=1, max_size=10), _scalars, max_size=4),
+    st.none() | st.just("CC0") | st.just("CC-BY-4.0"),
+    st.none() | st.text(min_size=1, max_size=20),
+)
+def test_the_digest_covers_every_field_but_the_text_twice(
+    text: str, metadata: dict[str, MetadataValue], licence: str | None, provenance: str | None
 ) -> None:
-    """Long passages cannot make the kept ones a memory hog: the texts and provenance held
-    stay under ``REBUILT_CHARS`` (the cache starts over), and what is kept is still reused."""
-    import indexplug.outcomes as outcomes
-    from indexplug.outcomes import hits_from_provenance
+    """A passage's digest changes with its id (so its text, uri and span), its whole source,
+    its document checksum and its metadata, and is filled in however the passage is made."""
+    from indexplug.passages import Source
 
-    monkeypatch.setattr(outcomes, "REBUILT_CHARS", 50_000)
-    rows = []
-    for n in range(12):
-        q = Passage.create(f"{n} " + "long text " * 1_000, "file:///long.txt")
-        rows.append((q.id, 1.0, q.text, provenance_json(q)))
-        hits_from_provenance([rows[-1]], "s")
-        held = sum(len(text) + len(prov) for prov, text, _ in outcomes._rebuilt.values())
-        assert held == outcomes._rebuilt_chars[0] <= 50_000
-    last = hits_from_provenance([rows[-1]], "s")[0].passage
-    assert hits_from_provenance([rows[-1]], "s")[0].passage is last
+    source = Source(uri="file:///d.md", licence=licence, provenance=provenance)
+    p = Passage.create(text, "file:///d.md", source=source, metadata=metadata)
+    assert p.digest == p.expected_digest() and p.intact()
+    assert Passage.model_validate(p.model_dump(exclude={"digest"})).digest == p.digest
+    assert Passage.model_validate_json(p.model_dump_json()) == p
+    changed = [
+        p.model_copy(update={"metadata": {**metadata, "trusted": True}}),
+        p.model_copy(update={"source": Source(uri="file:///d.md", licence="forged")}),
+        p.model_copy(update={"source": Source(uri="file:///d.md", provenance="forged")}),
+        p.model_copy(update={"document_sha256": "f" * 64}),
+    ]
+    for c in changed:
+        assert c.digest == p.digest and c.digest != c.expected_digest() and not c.intact()
+    with pytest.raises(ValidationError, match="digest"):
+        Passage.model_validate({**p.model_dump(), "metadata": {"other": 1}})

@@ -66,10 +66,10 @@ CASES: dict[str, tuple[type[ReferenceBackend], dict[str, str]]] = {
     "ignores deadlines": (
         kb.IgnoresDeadlines,
         {
-            "deadline.search": r"returned NO_MATCH: a deadline that could not be met was "
-            r"reported as no evidence",
-            "deadline.write": r"add with deadline_s=1e-06 returned INDEXED instead of "
-            r"INDEX_TIMEOUT",
+            "deadline.search": r"called directly with its deadline already past, answered "
+            r"NO_MATCH: the backend does not stop at its deadline",
+            "deadline.write": r"add with deadline_s=1e-06, called directly with its deadline "
+            r"already past, answered INDEXED",
         },
     ),
     "loses passages under concurrency": (
@@ -92,10 +92,10 @@ CASES: dict[str, tuple[type[ReferenceBackend], dict[str, str]]] = {
         kb.LosesOnReopen,
         {"persistence.reopen": r"11 passage\(s\) before and 0 after"},
     ),
-    "drops metadata (invisible to the guard)": (
+    "drops metadata and reseals it (invisible to the guard)": (
         kb.DropsMetadata,
         {
-            c: r"not exactly as added \(metadata differ\)"
+            c: r"not exactly as added \(metadata, digest differ\)"
             for c in (
                 "search.hits",
                 "remove.never_returned",

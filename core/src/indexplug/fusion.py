@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from indexplug.deadlines import Deadline
 from indexplug.errors import ConfigError, InvalidRequest
-from indexplug.guard import GRACE_S, MAX_TOP_K, Guard
+from indexplug.guard import MAX_TOP_K, SETTLE_S, Guard
 from indexplug.names import MAX_NAME_LENGTH, validate_index_name
 from indexplug.outcomes import (
     AddOutcome,
@@ -176,12 +176,15 @@ class FusionBackend:
 
     # -- machinery -----------------------------------------------------------------------
     def _run(self, deadline: Deadline, fn: Callable[[Leg, float], T]) -> list[tuple[Leg, T | None]]:
-        """Run ``fn(leg, seconds_left)`` for every leg at once; ``None`` for a leg still busy
-        when the shared deadline has passed (a quarter of the guard's grace is allowed for an
-        answer in flight; the rest is left for this fusion's own answer to reach its guard)."""
-        seconds = max(deadline.remaining(), 0.001)
+        """Run ``fn(leg, seconds)`` for every leg at once; ``None`` for a leg still busy when
+        its time is up.  Each leg gets the shared deadline less a margin (twice the guards'
+        settling time, at most a quarter of what is left), so that a leg's answer, its guard's
+        checks and this fusion's own work all land before the fusion's guard calls it late."""
+        left = deadline.remaining()
+        margin = min(2 * SETTLE_S, left / 4)
+        seconds = max(left - margin, 0.001)
         futures: list[Future[T]] = [_POOL.get().submit(fn, leg, seconds) for leg in self.legs]
-        wait(futures, timeout=deadline.remaining() + GRACE_S / 4)
+        wait(futures, timeout=seconds + margin / 2)
         results: list[tuple[Leg, T | None]] = []
         for leg, fut in zip(self.legs, futures, strict=True):
             if fut.done():

@@ -6,34 +6,40 @@ Whatever a plugin does, the caller gets exactly one allowed outcome:
   with a typed :class:`~indexplug.errors.InvalidRequest` before the plugin is involved;
 * a plugin that is not ready is not called: ``IndexUnavailable`` with its reason;
 * a plugin that raises becomes ``IndexFailed`` naming the plugin and the error;
-* a plugin that returns anything but an allowed outcome (a bare list, ``None``, an empty
-  ``Searched``) becomes ``IndexFailed`` with a contract-violation reason;
-* a plugin that overruns its deadline becomes ``IndexTimeout`` (the caller is released at the
-  deadline even if the plugin never returns);
-* hits are checked: ranks 1..n, finite scores in order, the declared scale, at most ``top_k``,
-  and passages whose text still matches their content-addressed id.
+* a plugin that returns anything but an allowed outcome of the exact type (a bare list,
+  ``None``, a subclass, an empty ``Searched``, fields of the wrong type) becomes
+  ``IndexFailed`` with a contract-violation reason;
+* every op runs on a worker thread, and the caller is released at its deadline: an answer
+  that comes back after the deadline is ``IndexTimeout``, whatever it says;
+* every hit of every answer is checked (ranks 1..n, finite scores in order, the declared
+  scale, at most ``top_k``, each passage matching its content-addressed id and its digest),
+  and the caller gets copies the guard built from the checked values, so nothing the plugin
+  keeps or changes afterwards can reach the caller.
+
+The guard keeps one memory: the passages it has checked (:data:`CHECKED_PASSAGES`, by
+digest).  A hit whose passage has exactly the fields of one it remembers gets that checked
+passage without hashing again.  Only the guard fills it, from its own copies.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import sys
 import threading
 import time
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
+from datetime import datetime
 from typing import Any, cast
 
-from indexplug.construct import copied
+from pydantic import BaseModel, ValidationError
+
+from indexplug.construct import construct
 from indexplug.deadlines import Deadline
 from indexplug.errors import InvalidQuery, InvalidRequest
 from indexplug.names import validate_index_name
 from indexplug.outcomes import (
     ALLOWED,
     AddOutcome,
-    CheckedHits,
     Hit,
     Indexed,
     IndexFailed,
@@ -46,9 +52,8 @@ from indexplug.outcomes import (
     Searched,
     SearchOutcome,
     StatusOutcome,
-    checked_hits,
 )
-from indexplug.passages import MetadataValue, Passage
+from indexplug.passages import Metadata, MetadataValue, Passage, Source, passage_digest, passage_id
 from indexplug.pools import LazyPool, discard
 from indexplug.protocols import IndexBackend, Readiness
 
@@ -56,31 +61,27 @@ MAX_TOP_K = 10_000
 MAX_BATCH = 10_000
 MAX_QUERY_CHARS = 100_000
 MAX_REMOVE_IDS = 100_000
-GRACE_S = 0.2
-"""How long past the deadline the guard waits for the plugin's own (more precise) answer."""
-VERIFIED_CACHE = 65_536
-"""Passages whose integrity the guard remembers having checked (a 64-bit fingerprint of each,
-about 60 bytes with the set's slot, not its text): enough for every passage a top-100 search
-touches on a corpus like SciFact's 5,183 abstracts, where 4,096 remembered passages missed 42%
-of the time."""
-CHECKED_OBJECTS = 16_384
-"""Passage objects the guard remembers having checked, by identity (a weak reference each,
-about 120 bytes with the dict's slot): twice as many as
-:func:`~indexplug.outcomes.hits_from_provenance` keeps to hand out again
-(:data:`~indexplug.outcomes.REBUILT_PASSAGES`), for backends that share passages this way."""
-HASH_KEY_SECRET = bool(sys.flags.hash_randomization) and (
-    os.environ.get("PYTHONHASHSEED", "random") == "random"
-)
-"""Whether Python's string hash is keyed by a secret drawn when the interpreter started (the
-default).  The guard's memory of intact passages (:meth:`Guard._intact`) is only sound then:
-with ``PYTHONHASHSEED`` set to a number (reproducible builds, test runners) the key is known,
-and altered text whose hash equals a remembered passage's could be crafted offline, so every
-hit's content address is recomputed instead."""
+SETTLE_S = 0.02
+"""How long past the deadline the caller waits for the guard's own checks of an answer the
+plugin gave *before* the deadline (an answer given after it is ``IndexTimeout`` anyway)."""
+CHECKED_PASSAGES = 16_384
+"""How many checked passages the guard remembers (then it forgets the oldest)."""
 READY_TTL_S = 1.0
 """A *ready* answer is trusted this long; a not-ready one is asked again on every call."""
 
 _POOL = LazyPool(64, "indexplug-op")
-"""Where calls of backends without cooperative deadlines run (abandoned at the deadline)."""
+"""Where every backend call runs (abandoned at its deadline)."""
+
+_SCALARS = (str, int, float, bool)
+_SOURCE_TEXT = ("uri", "sha256", "provenance", "licence")
+_SOURCE_DATES = ("retrieved_at", "published_at")
+
+
+class _Refused(Exception):
+    """A hit the guard will not serve; ``outcome`` says why."""
+
+    def __init__(self, outcome: IndexFailed) -> None:
+        self.outcome = outcome
 
 
 def _describe(exc: BaseException) -> str:
@@ -102,19 +103,9 @@ class Guard:
         self.plugin = plugin or getattr(backend, "name", type(backend).__name__)
         self._ready_until = 0.0
         self._ready_lock = threading.Lock()
-        self._verified: set[int] = set()
-        """Fingerprints of passages already found intact (see :meth:`_intact`)."""
-        self._checked: dict[int, weakref.ref[Passage]] = {}
-        """The passage objects already found intact, by identity (see :meth:`_intact`)."""
-        self._remember = HASH_KEY_SECRET
-        """Whether that memory is used (see :data:`HASH_KEY_SECRET`)."""
-        caps = getattr(backend, "capabilities", None)
-        claim = getattr(caps, "cooperative_deadlines", False)
-        self._inline: bool | frozenset[str] = (
-            claim if claim is True or isinstance(claim, frozenset) else False
-        )
-        """Ops run on the caller's thread: all (``True``) or those named (the plugin claims
-        they stop by their deadlines)."""
+        self._checked: dict[str, Passage] = {}
+        """Passages this guard checked and built, by digest (see :meth:`_passage`)."""
+        self._checked_lock = threading.Lock()
 
     # -- what the backend declares -------------------------------------------------------
     @property
@@ -221,6 +212,8 @@ class Guard:
             raise InvalidQuery("the query contains a NUL character")
         if len(query) > MAX_QUERY_CHARS:
             raise InvalidQuery(f"the query is longer than {MAX_QUERY_CHARS} characters")
+        if not any(ch.isalnum() for ch in query):  # "?!", "--": nothing any backend can search
+            raise InvalidQuery("the query has no word to search (no letter or digit)")
         if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
             raise InvalidRequest(
                 f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}", field="top_k"
@@ -240,20 +233,10 @@ class Guard:
 
         def check(out: Any) -> Any:
             elapsed = round((time.perf_counter() - started) * 1000, 3)
-            if isinstance(out, Searched):
-                problem = self._check_hits(out, top_k)
-                if problem is not None:
-                    return problem
-                stamp: dict[str, Any] = {"deadline_s": deadline.seconds, "elapsed_ms": elapsed}
-                if type(out.hits) is not CheckedHits:
-                    # every answer passed on has read-only hits, whoever built them
-                    higher = out.scale.higher_is_better
-                    stamp["hits"] = checked_hits(
-                        out.hits, scale=out.scale.name, descending=higher, ascending=not higher
-                    )
-                return copied(out, stamp)
-            if isinstance(out, NoMatch):
-                return copied(out, {"deadline_s": deadline.seconds, "elapsed_ms": elapsed})
+            if type(out) is Searched:
+                return self._checked_search(out, top_k, deadline.seconds, elapsed)
+            if type(out) is NoMatch:
+                return _stamped(out, deadline_s=deadline.seconds, elapsed_ms=elapsed)
             return out
 
         return cast(
@@ -365,140 +348,111 @@ class Guard:
         fn: Callable[[], Any],
         check: Callable[[Any], Any],
     ) -> Any:
+        """Run ``fn`` (the plugin's op) on a worker thread and answer by ``deadline``.
+
+        Every op of every backend runs there, whatever the backend claims about its own
+        deadlines: only a thread the caller does not wait on can be abandoned, and the caller
+        gets ``IndexTimeout`` at the deadline (plus :data:`SETTLE_S` at most, for the guard's
+        own checks of an answer that came in time) even from a plugin that never returns.
+        """
         ready = self._ready()
         if not ready.ready:
             return IndexUnavailable(
                 index=index, backend=self.plugin, reason=ready.reason or "not ready"
             )
-        inline = self._inline is True or (
-            isinstance(self._inline, frozenset) and op in self._inline
-        )
 
         def answer() -> Any:
-            # The plugin's answer, then its checks, on the same thread: a pooled call's hits
-            # are checked on the core that built them (the checks read every hit's text; on
-            # the caller's thread they were read again from the other core's cache, and a
-            # top-100 search's check took twice as long).
+            # the plugin's answer, then its checks, on the worker thread
             try:
                 out = fn()
             except TimeoutError:
-                raise
+                return self._late(op, index, deadline, "reported that it ran out of time")
             except Exception as exc:
+                if time.monotonic() > deadline.at:
+                    return self._late(op, index, deadline, "answered after its deadline")
                 return IndexFailed(
                     index=index,
                     backend=self.plugin,
                     reason=f"plugin '{self.plugin}' raised during {op}: {_describe(exc)}",
                     error_type=type(exc).__name__,
                 )
+            if time.monotonic() > deadline.at:
+                return self._late(op, index, deadline, "answered after its deadline")
             try:
                 return self._settle(op, index, out, check)
             except Exception as exc:
-                # an answer built without validation (Hit.from_stored, Searched.from_stored)
-                # whose parts are not what they claim: its check tripped over them
+                # an answer built without validation whose parts are not what they claim
                 return self._violation(
                     index, f"its answer to {op} could not be checked: {_describe(exc)}"
                 )
 
+        future: Future[Any] = _POOL.get().submit(answer)
         try:
-            if inline:
-                out = answer()
-                if time.monotonic() > deadline.at + GRACE_S:
-                    raise TimeoutError  # it claimed to stop by itself and did not
-            else:
-                future: Future[Any] = _POOL.get().submit(answer)
-                try:
-                    out = future.result(timeout=deadline.remaining() + GRACE_S)
-                except TimeoutError:
-                    future.add_done_callback(discard)
-                    raise
+            out = future.result(timeout=deadline.remaining() + SETTLE_S)
         except TimeoutError:
-            return IndexTimeout(
-                index=index,
-                backend=self.plugin,
-                deadline_s=deadline.seconds,
-                reason=f"plugin '{self.plugin}' did not answer {op} within its deadline",
-            )
+            future.add_done_callback(discard)
+            return self._late(op, index, deadline, "did not answer within its deadline")
         if isinstance(out, IndexUnavailable):
             self.forget_readiness()
         return out
 
+    def _late(self, op: str, index: str, deadline: Deadline, what: str) -> IndexTimeout:
+        return IndexTimeout(
+            index=index,
+            backend=self.plugin,
+            deadline_s=deadline.seconds,
+            reason=f"plugin '{self.plugin}' {what} ({op})",
+        )
+
     def _settle(self, op: str, index: str, out: Any, check: Callable[[Any], Any]) -> Any:
         """``out`` if it is an allowed outcome of ``op`` for ``index`` (``check`` applied),
-        else the contract violation it is."""
+        else the contract violation it is.
+
+        Only the exact outcome types are allowed (a subclass could answer one thing to the
+        check and another to the caller), and every answer but a search's (whose hits are
+        checked and copied one by one) is validated again from its fields: the caller gets a
+        model the guard built, of the declared types, never the plugin's object.
+        """
         allowed = ALLOWED.get(op)
-        if allowed is not None and not isinstance(out, allowed):
+        if allowed is None:
+            raise InvalidRequest(f"no outcomes are declared for op '{op}'", field="op")
+        if type(out) not in allowed:
             names = ", ".join(t.__name__ for t in allowed)
             return self._violation(
                 index, f"{op} returned {type(out).__name__}, which is not one of: {names}"
             )
-        if allowed is not None:
-            if out.index != index:
-                return self._violation(index, f"answered for index '{out.index}'")
-            if not out.backend:
-                out = copied(out, {"backend": self.plugin})
+        if type(out) is not Searched:
+            try:
+                out = type(out).model_validate(dict(out.__dict__))
+            except ValidationError as exc:
+                return self._violation(
+                    index, f"{op} answered a malformed {type(out).__name__}: {_describe(exc)}"
+                )
+        if out.index != index:
+            return self._violation(index, f"answered for index '{out.index}'")
+        if not out.backend:
+            out = _stamped(out, backend=self.plugin)
         return check(out)
 
-    def _intact(self, p: Passage) -> bool:
-        """Whether ``p`` still matches its content-addressed id.
-
-        Hashing every hit's text (SHA-256 of its canonical form) is most of what the guard
-        costs on a search, and the same passages come back query after query; so a passage
-        found intact is remembered twice over.
-
-        * **The object itself**, by identity (a weak reference, so it is never kept alive
-          here): a backend may hand the same passage object to every search that finds it
-          (the hits :func:`~indexplug.outcomes.hits_from_provenance` builds do, but come
-          checked, as :class:`~indexplug.outcomes.CheckedHits`, unless one of them did not
-          match its id; then the others are checked here).  The fields the id covers (text,
-          source uri, span) cannot change on a frozen passage with a frozen source, so an
-          object found intact stays intact; its check is one dictionary look-up.
-        * **A fingerprint** of its id and of the fields the id covers, for backends that build
-          a new object per hit: the text's length and Python's own hash of it (SipHash with a
-          key drawn per process, about five times cheaper than the canonical SHA-256 and
-          cached on the string), the uri and the span, folded into one 64-bit hash.  A passage
-          whose fingerprint is remembered is intact without hashing again.  Passing off
-          altered text would take its fingerprint colliding with one of the remembered ones
-          (at most :data:`VERIFIED_CACHE`, so about one chance in 2**48 per try) under hashes
-          keyed by a key that never leaves the process; only while that key is secret
-          (:data:`HASH_KEY_SECRET`), otherwise every other passage is hashed.  One integer per
-          passage in a set (rather than a tuple per id in a dict) is what a search touches per
-          hit, which matters more than instructions once the hits' objects are out of the
-          CPU's caches.
-
-        Both memories are bounded (:data:`CHECKED_OBJECTS` objects and :data:`VERIFIED_CACHE`
-        fingerprints, then each starts over).
-        """
-        checked = self._checked
-        seen = checked.get(id(p))
-        if seen is not None and seen() is p:
-            return True
-        if self._remember:
-            text = p.text
-            fingerprint = hash((p.id, hash(text), len(text), p.source.uri, p.start, p.end))
-            if fingerprint not in self._verified:
-                if p.id != p.expected_id():
-                    return False
-                if len(self._verified) >= VERIFIED_CACHE:
-                    self._verified.clear()
-                self._verified.add(fingerprint)
-        elif p.id != p.expected_id():
-            return False
-        if len(checked) >= CHECKED_OBJECTS:
-            checked.clear()
-        checked[id(p)] = weakref.ref(p)
-        return True
-
-    def _check_hits(self, out: Searched, top_k: int) -> IndexFailed | None:
-        index = out.index
-        hits = out.hits
+    # -- hits ----------------------------------------------------------------------------
+    def _checked_search(
+        self, out: Searched, top_k: int, deadline_s: float, elapsed_ms: float
+    ) -> Searched | IndexFailed:
+        """A new ``Searched`` holding the guard's own copies of ``out``'s hits, each checked,
+        or the ``IndexFailed`` that the first bad hit makes of the answer."""
+        fields = out.__dict__
+        index, hits, searched = fields.get("index"), fields.get("hits"), fields.get("searched")
+        scale, backend = fields.get("scale"), fields.get("backend")
+        degraded = fields.get("degraded")
+        if type(index) is not str:
+            return self._violation(str(index), "answered SEARCHED for an index that is not text")
         if (
-            not isinstance(hits, list)
-            or isinstance(out.searched, bool)
-            or not isinstance(out.searched, int)
-            or not isinstance(out.scale, ScoreScale)
-            or not isinstance(out.backend, str)
+            type(hits) is not list
+            or type(searched) is not int
+            or type(scale) is not ScoreScale
+            or type(backend) is not str
+            or type(degraded) is not list
         ):
-            # possible only for an answer built without validation (Searched.from_stored)
             return self._violation(
                 index,
                 "answered SEARCHED with hits, searched, scale or backend of the wrong type",
@@ -507,52 +461,244 @@ class Guard:
             return self._violation(
                 index, "answered SEARCHED with no hits (an empty result must be NO_MATCH)"
             )
-        if len(out.hits) > top_k:
-            return self._violation(index, f"returned {len(out.hits)} hits for top_k={top_k}")
-        declared = self.backend.score_scale.name
-        if out.scale.name != declared:
+        if len(hits) > top_k:
+            return self._violation(index, f"returned {len(hits)} hits for top_k={top_k}")
+        declared = self.backend.score_scale
+        if type(declared) is not ScoreScale:
+            return self._violation(index, "declares a score scale that is not a ScoreScale")
+        if scale != declared:
             return self._violation(
-                index, f"outcome scale '{out.scale.name}' differs from declared '{declared}'"
+                index, f"outcome scale '{scale.name}' differs from declared '{declared.name}'"
             )
-        if out.searched < len(out.hits):
-            return self._violation(
-                index, f"searched={out.searched} is fewer than the {len(out.hits)} hits"
-            )
-        higher = out.scale.higher_is_better
-        if (
-            type(hits) is CheckedHits
-            and hits.scale == declared
-            and (hits.descending if higher else hits.ascending)
-        ):
-            # built and checked by the core as it built them (hits_from_provenance): ranks
-            # 1..n, every hit on ``declared``, scores finite and in order, passages intact
-            return None
+        if searched < len(hits):
+            return self._violation(index, f"searched={searched} is fewer than the {len(hits)} hits")
+        try:
+            copies = self._checked_hits(index, list(hits), declared)
+            notes = [_degradation(d) for d in degraded]
+        except _Refused as refused:
+            return refused.outcome
+        return construct(
+            Searched,
+            {
+                "index": index,
+                "backend": backend or self.plugin,
+                "code": "SEARCHED",
+                "hits": copies,
+                "searched": searched,
+                "scale": declared,
+                "deadline_s": deadline_s,
+                "elapsed_ms": elapsed_ms,
+                "degraded": notes,
+            },
+        )
+
+    def _checked_hits(self, index: str, hits: list[Any], scale: ScoreScale) -> list[Hit]:
+        higher, name = scale.higher_is_better, scale.name
         prev = math.inf if higher else -math.inf
-        checked, isfinite = self._checked, math.isfinite
+        out: list[Hit] = []
         for i, hit in enumerate(hits, start=1):
-            if not isinstance(hit, Hit):
-                return self._violation(index, f"hit {i} is a {type(hit).__name__}, not a Hit")
-            if hit.rank != i:
-                return self._violation(index, f"hit {i} has rank {hit.rank}; ranks must be 1..n")
-            if not isfinite(hit.score):
-                return self._violation(index, f"hit {i} has a non-finite score {hit.score}")
-            if hit.score_scale != declared:
-                return self._violation(
-                    index, f"hit {i} is on scale '{hit.score_scale}', not '{declared}'"
+            if type(hit) is not Hit:
+                raise _Refused(
+                    self._violation(index, f"hit {i} is a {type(hit).__name__}, not a Hit")
                 )
-            if (higher and hit.score > prev) or (not higher and hit.score < prev):
-                return self._violation(index, f"scores are out of order at rank {i}")
-            prev = hit.score
-            p = hit.passage
-            seen = checked.get(id(p))  # _intact's first look, without a call per hit
-            if (seen is None or seen() is not p) and not self._intact(p):
-                return IndexFailed(
-                    index=index,
-                    backend=self.plugin,
-                    reason=(
-                        f"stored passage {hit.passage.id[:12]}... no longer matches its "
-                        "content-addressed id (altered after indexing); not served"
-                    ),
-                    error_type="IntegrityError",
+            h = hit.__dict__
+            rank, score, hit_scale = h.get("rank"), h.get("score"), h.get("score_scale")
+            if type(rank) is not int or rank != i:
+                raise _Refused(
+                    self._violation(index, f"hit {i} has rank {rank!r}; ranks must be 1..n")
                 )
+            if type(score) is not float and type(score) is not int:
+                raise _Refused(
+                    self._violation(index, f"hit {i} has a score of type {type(score).__name__}")
+                )
+            score = float(score)
+            if not math.isfinite(score):
+                raise _Refused(self._violation(index, f"hit {i} has a non-finite score {score}"))
+            if type(hit_scale) is not str or hit_scale != name:
+                raise _Refused(
+                    self._violation(index, f"hit {i} is on scale {hit_scale!r}, not '{name}'")
+                )
+            if (higher and score > prev) or (not higher and score < prev):
+                raise _Refused(self._violation(index, f"scores are out of order at rank {i}"))
+            prev = score
+            passage = self._passage(index, i, h.get("passage"))
+            out.append(
+                construct(
+                    Hit,
+                    {
+                        "rank": i,
+                        "score": score,
+                        "score_scale": name,
+                        "passage": passage,
+                        "untrusted": True,
+                    },
+                )
+            )
+        return out
+
+    def _passage(self, index: str, i: int, p: Any) -> Passage:
+        """The guard's own checked copy of hit ``i``'s passage ``p``.
+
+        ``p``'s fields are read once, each must be of its exact type (no subclass can answer
+        one value to the check and another to the caller), and the copy is made of those
+        values.  A copy whose id or digest does not match its fields is refused
+        (``IntegrityError``): altered text, metadata, licence, provenance or span.  A passage
+        with exactly the fields of one checked before is answered with that checked copy,
+        without hashing again.
+        """
+        if type(p) is not Passage:
+            raise _Refused(
+                self._violation(index, f"hit {i}'s passage is a {type(p).__name__}, not a Passage")
+            )
+        fields = _passage_fields(p.__dict__)
+        if fields is None:
+            raise _Refused(self._violation(index, f"hit {i}'s passage has fields of wrong types"))
+        pid, text, source, doc_sha, start, end, metadata, digest = fields
+        if digest is None:
+            raise _Refused(
+                self._integrity(
+                    index,
+                    f"stored passage {pid[:12]}... has no digest (stored by an older indexplug, "
+                    "or its digest was removed); re-index it",
+                )
+            )
+        known = self._checked.get(digest)
+        if known is not None and _same(known, fields):
+            return known
+        src = _source_copy(source)
+        if src is None:
+            raise _Refused(self._violation(index, f"hit {i}'s source has fields of wrong types"))
+        meta = Metadata(metadata)
+        if passage_id(text, src.uri, start, end) != pid:
+            raise _Refused(
+                self._integrity(
+                    index,
+                    f"stored passage {pid[:12]}... no longer matches its content-addressed id "
+                    "(text, uri or span altered after indexing); not served",
+                )
+            )
+        if passage_digest(pid, src, doc_sha, start, end, meta) != digest:
+            raise _Refused(
+                self._integrity(
+                    index,
+                    f"stored passage {pid[:12]}... no longer matches its digest (source, "
+                    "provenance, licence, span or metadata altered after indexing); not served",
+                )
+            )
+        copy = construct(
+            Passage,
+            {
+                "id": pid,
+                "text": text,
+                "source": src,
+                "document_sha256": doc_sha,
+                "start": start,
+                "end": end,
+                "metadata": meta,
+                "digest": digest,
+            },
+        )
+        with self._checked_lock:
+            checked = self._checked
+            if len(checked) >= CHECKED_PASSAGES:
+                del checked[next(iter(checked))]
+            checked[digest] = copy
+        return copy
+
+    def _integrity(self, index: str, reason: str) -> IndexFailed:
+        return IndexFailed(
+            index=index, backend=self.plugin, reason=reason, error_type="IntegrityError"
+        )
+
+
+_PassageFields = tuple[str, str, Any, str | None, int, int, dict[str, MetadataValue], str | None]
+
+
+def _passage_fields(d: dict[str, Any]) -> _PassageFields | None:
+    """A passage's fields from its ``__dict__``, if each is of its exact declared type."""
+    pid, text, source = d.get("id"), d.get("text"), d.get("source")
+    doc_sha, start, end = d.get("document_sha256"), d.get("start"), d.get("end")
+    metadata, digest = d.get("metadata"), d.get("digest")
+    if (
+        type(pid) is not str
+        or type(text) is not str
+        or not text
+        or type(source) is not Source
+        or (doc_sha is not None and type(doc_sha) is not str)
+        or type(start) is not int
+        or type(end) is not int
+        or not 0 <= start <= end
+        or (type(metadata) is not Metadata and type(metadata) is not dict)
+        or (digest is not None and type(digest) is not str)
+    ):
         return None
+    for key, value in metadata.items():
+        if type(key) is not str or type(value) not in _SCALARS:
+            return None
+    return (pid, text, source, doc_sha, start, end, metadata, digest)
+
+
+def _source_copy(source: Source) -> Source | None:
+    """A new :class:`Source` with ``source``'s values, if each is of its exact type."""
+    d = source.__dict__
+    values: dict[str, Any] = {}
+    for name in _SOURCE_TEXT:
+        v = d.get(name)
+        if v is not None and type(v) is not str:
+            return None
+        values[name] = v
+    for name in _SOURCE_DATES:
+        v = d.get(name)
+        if v is not None and type(v) is not datetime:
+            return None
+        values[name] = v
+    if not values["uri"]:
+        return None
+    return construct(Source, values)
+
+
+def _same(known: Passage, fields: _PassageFields) -> bool:
+    """Whether ``fields`` (exact types, see :func:`_passage_fields`) are those of ``known``."""
+    pid, text, source, doc_sha, start, end, metadata, _ = fields
+    k = known.__dict__
+    if not (
+        k["id"] == pid
+        and k["text"] == text
+        and k["document_sha256"] == doc_sha
+        and k["start"] == start
+        and k["end"] == end
+    ):
+        return False
+    ks, s = k["source"].__dict__, source.__dict__
+    for name in _SOURCE_TEXT:
+        v = s.get(name)
+        if (v is not None and type(v) is not str) or ks[name] != v:
+            return False
+    for name in _SOURCE_DATES:
+        v = s.get(name)
+        if (v is not None and type(v) is not datetime) or ks[name] != v:
+            return False
+    km = k["metadata"]
+    if len(km) != len(metadata):
+        return False
+    for key, value in metadata.items():
+        # exact types were checked; a bool is not an int here, nor 1 the same as 1.0
+        if key not in km:
+            return False
+        mine = km[key]
+        if type(mine) is not type(value) or mine != value:
+            return False
+    return True
+
+
+def _degradation(d: Any) -> Any:
+    from indexplug.outcomes import Degradation
+
+    if type(d) is not Degradation:
+        raise TypeError(f"a degradation note is a {type(d).__name__}")
+    return Degradation.model_validate(dict(d.__dict__))
+
+
+def _stamped(out: BaseModel, **update: Any) -> Any:
+    """A copy of the guard's own ``out`` with ``update`` applied (values of declared types)."""
+    return out.model_copy(update=update)

@@ -5,15 +5,21 @@ content-addressed (the SHA-256 of a canonical serialisation of the text, the sou
 span), which gives three properties the rest of indexplug relies on:
 
 * adding the same passage twice is recognised as *known* instead of duplicated;
-* a passage edited behind a backend's back no longer matches its id, so the guard can refuse to
-  serve it (``IndexFailed``) instead of returning tampered text;
+* a passage whose text was edited behind a backend's back no longer matches its id;
 * ids are stable across machines and backends, so fusion and evaluation can compare them.
+
+Its *digest* covers everything else a caller may trust: the id (so the text, uri and span),
+the whole source (provenance, licence, dates, checksum), the document checksum, the span and
+the metadata.  Backends store it with the passage; the guard recomputes both on every hit it
+serves and refuses a passage that matches either no longer (``IndexFailed``), so neither
+altered text nor altered metadata, licence or provenance is ever served as evidence.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -29,7 +35,7 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
-from indexplug.construct import construct, maker
+from indexplug.construct import construct
 
 MetadataValue = str | int | float | bool
 """Metadata is flat on purpose: every backend can store and filter on scalars."""
@@ -38,11 +44,11 @@ MetadataValue = str | int | float | bool
 class Metadata(dict[str, MetadataValue]):
     """A passage's metadata: a ``dict`` that cannot be changed.
 
-    A :class:`Passage` is a frozen, content-addressed value, and backends hand one passage
-    object to every search that finds it (:func:`indexplug.outcomes.hits_from_provenance`):
-    rebuilding a hundred passages was most of the framework's own work on a top-100 search.
-    A mutable dict inside would let one caller's edit show up in another caller's results, so
-    every way of changing it raises :class:`TypeError`.  Everything that reads a dict still
+    A :class:`Passage` is a frozen, content-addressed value covered by its digest, and the
+    guard hands out one checked passage object to every search that finds it
+    (:class:`indexplug.guard.Guard`).  A mutable dict inside would let one caller's edit show
+    up in another caller's results, or make a checked passage differ from its digest, so every
+    way of changing it raises :class:`TypeError`.  Everything that reads a dict still
     works (``isinstance(m, dict)``, ``json`` and ``orjson``, equality with a plain dict,
     pydantic's serialisation); ``dict(p.metadata)`` is a mutable copy, and
     ``Passage.create(..., metadata=...)`` makes a passage with other metadata.  Being
@@ -146,6 +152,43 @@ def passage_id(text: str, uri: str, start: int, end: int) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+def _source_record(source: Source) -> dict[str, str]:
+    """A source's fields as the digest covers them (dates in ISO form, unset ones left out)."""
+    out: dict[str, str] = {}
+    for name in ("uri", "sha256", "retrieved_at", "provenance", "licence", "published_at"):
+        value = source.__dict__[name]
+        if value is not None:
+            out[name] = value if isinstance(value, str) else value.isoformat()
+    return out
+
+
+def passage_digest(
+    id: str,
+    source: Source,
+    document_sha256: str | None,
+    start: int,
+    end: int,
+    metadata: Mapping[str, Any],
+) -> str:
+    """The digest of a passage: SHA-256 of compact JSON with sorted keys of its id, its whole
+    source, its document checksum, its span and its metadata.
+
+    The id already covers the text (and the uri and span), so the text is not hashed twice.
+    JSON keeps a value's type (``1``, ``1.0``, ``true`` and ``"1"`` differ), so a metadata
+    value stored as one type and read back as another does not pass either.
+    """
+    record = {
+        "id": id,
+        "source": _source_record(source),
+        "document_sha256": document_sha256,
+        "start": int(start),
+        "end": int(end),
+        "metadata": metadata,
+    }
+    canonical = json.dumps(record, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
 _ID_COMPUTED: dict[str, bool] = {"id_computed": True}
 """Validation context of :meth:`Passage.create`: it has just computed the id from the same
 fields, so the after-validator need not hash the text a second time."""
@@ -168,7 +211,10 @@ class Passage(BaseModel):
     start: int = Field(ge=0)
     end: int = Field(ge=0)
     metadata: Metadata = EMPTY_METADATA
-    """Read-only (:class:`Metadata`): a passage is a value, shared by every result holding it."""
+    """Read-only (:class:`Metadata`): a passage is a value."""
+    digest: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    """:func:`passage_digest` of the passage, filled in when it is made; ``None`` only for a
+    record read back from storage without one, which the guard refuses to serve."""
 
     @model_validator(mode="before")
     @classmethod
@@ -189,13 +235,32 @@ class Passage(BaseModel):
             raise ValueError("passage text is empty or only whitespace")
         if self.end < self.start:
             raise ValueError(f"span end {self.end} is before start {self.start}")
+        for key, value in self.metadata.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(
+                    f"metadata value of {key!r} is not a finite number (JSON has none)"
+                )
         if info.context is not _ID_COMPUTED and self.id != self.expected_id():
             raise ValueError("passage id does not match its content (text, uri, span)")
+        if self.digest is None:
+            object.__setattr__(self, "digest", self.expected_digest())
+        elif info.context is not _ID_COMPUTED and self.digest != self.expected_digest():
+            raise ValueError("passage digest does not match its fields (source, span, metadata)")
         return self
 
     def expected_id(self) -> str:
         """Recompute the content address; differs from ``id`` only if the passage was altered."""
         return passage_id(self.text, self.source.uri, self.start, self.end)
+
+    def expected_digest(self) -> str:
+        """Recompute the digest; differs from ``digest`` only if the passage was altered."""
+        return passage_digest(
+            self.id, self.source, self.document_sha256, self.start, self.end, self.metadata
+        )
+
+    def intact(self) -> bool:
+        """Whether the passage still matches both its id and its digest."""
+        return self.id == self.expected_id() and self.digest == self.expected_digest()
 
     @classmethod
     def from_stored(
@@ -208,16 +273,16 @@ class Passage(BaseModel):
         end: int,
         document_sha256: str | None = None,
         metadata: Mapping[str, MetadataValue] | None = None,
+        digest: str | None = None,
     ) -> Passage:
-        """Rebuild a passage read back from storage *without* the id check.
+        """Rebuild a passage read back from storage *without* the id and digest checks.
 
-        Backends use this so that a row altered behind their back still comes out as a
-        passage; the guard then compares it with its id and refuses to serve it
-        (``IndexFailed``) with a clear reason, instead of a validation error deep in a plugin.
+        Backends use this (with the digest they stored) so that a row altered behind their
+        back still comes out as a passage; the guard then compares it with its id and digest
+        and refuses to serve it (``IndexFailed``) with a clear reason, instead of a validation
+        error deep in a plugin.
         """
         src = source if isinstance(source, Source) else Source.model_validate(source)
-        if cls is Passage:
-            return stored_passage(id, text, src, start, end, document_sha256, metadata)
         return construct(
             cls,
             {
@@ -228,6 +293,7 @@ class Passage(BaseModel):
                 "start": start,
                 "end": end,
                 "metadata": Metadata.of(metadata),
+                "digest": digest,
             },
         )
 
@@ -258,13 +324,17 @@ class Passage(BaseModel):
             # let pydantic coerce or reject them; the id is then computed and checked from
             # the validated values (the slow way)
             return cls.model_validate(fields)
-        fields["id"] = passage_id(text, src.uri, start, stop)
+        pid = passage_id(text, src.uri, start, stop)
+        fields["id"] = pid
+        fields["digest"] = passage_digest(
+            pid,
+            src,
+            document_sha256,
+            start,
+            stop,
+            fields["metadata"],  # type: ignore[arg-type]
+        )
         return cls.model_validate(fields, context=_ID_COMPUTED)
-
-
-_make_passage = maker(
-    Passage, ("id", "text", "source", "document_sha256", "start", "end", "metadata")
-)
 
 
 def stored_passage(
@@ -275,27 +345,28 @@ def stored_passage(
     end: int,
     document_sha256: str | None,
     metadata: Mapping[str, MetadataValue] | None,
+    digest: str | None,
 ) -> Passage:
-    """:meth:`Passage.from_stored` for the hot path of rebuilding every hit of a search:
-    positional, ``source`` already a :class:`Source`, and ``metadata`` kept as it is when it
-    is already :class:`Metadata` (copied once otherwise).  No check, as ``from_stored``."""
-    values = {
-        "id": id,
-        "text": text,
-        "source": source,
-        "document_sha256": document_sha256,
-        "start": start,
-        "end": end,
-        "metadata": Metadata.of(metadata),
-    }
-    if _make_passage is None:  # pragma: no cover - only if Passage stopped being plain
-        return construct(Passage, values)
-    return _make_passage(values)
+    """:meth:`Passage.from_stored`, positional, with ``source`` already a :class:`Source`."""
+    return construct(
+        Passage,
+        {
+            "id": id,
+            "text": text,
+            "source": source,
+            "document_sha256": document_sha256,
+            "start": start,
+            "end": end,
+            "metadata": Metadata.of(metadata),
+            "digest": digest,
+        },
+    )
 
 
 def provenance_json(p: Passage) -> str:
     """Everything of a passage but its id and text, as one JSON object (keys as the passage's
-    fields: ``source``, ``start``, ``end``, ``document_sha256`` when set, ``metadata``).
+    fields: ``source``, ``start``, ``end``, ``document_sha256`` when set, ``metadata``,
+    ``digest``).
 
     For backends whose records hold an id, a text and opaque strings (an Elasticsearch
     ``_source`` field, a Chroma metadata value): one string keeps every value's exact type and
@@ -310,31 +381,25 @@ def provenance_json(p: Passage) -> str:
     if p.document_sha256:
         prov["document_sha256"] = p.document_sha256
     prov["metadata"] = p.metadata
+    prov["digest"] = p.digest
     return json.dumps(prov, ensure_ascii=False, separators=(",", ":"))
-
-
-@lru_cache(maxsize=8192)
-def _provenance(raw: str) -> tuple[Source, int, int, str | None, Metadata]:
-    """A provenance string, parsed and its source validated once per distinct string: the same
-    passages come back query after query, and this is most of what rebuilding a hit costs.
-    ``Source`` and :class:`Metadata` are immutable, so every passage rebuilt from the same
-    string shares them."""
-    prov = json.loads(raw)
-    return (
-        Source.model_validate(prov["source"]),
-        int(prov["start"]),
-        int(prov["end"]),
-        prov.get("document_sha256"),
-        Metadata.of(prov.get("metadata")),
-    )
 
 
 def passage_from_provenance(id: str, text: str, provenance: str) -> Passage:
     """The passage stored as ``id``, ``text`` and :func:`provenance_json`, rebuilt *without*
-    the id check (:meth:`Passage.from_stored`: the guard compares id and content, so a record
-    altered behind the backend's back is reported, not served)."""
-    source, start, end, doc_sha, metadata = _provenance(provenance)
-    return stored_passage(id, text, source, start, end, doc_sha, metadata)
+    the id and digest checks (:meth:`Passage.from_stored`: the guard compares both with the
+    content, so a record altered behind the backend's back is reported, not served)."""
+    prov = json.loads(provenance)
+    return stored_passage(
+        id,
+        text,
+        Source.model_validate(prov["source"]),
+        int(prov["start"]),
+        int(prov["end"]),
+        prov.get("document_sha256"),
+        prov.get("metadata"),
+        prov.get("digest"),
+    )
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -19,6 +19,7 @@ import random
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -325,10 +326,30 @@ def guard(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Guard]:
     g.close()
 
 
+_SEEN_STATS: list[tuple[object, str, pruning.TermStats]] = []
+"""Every (backend, index, statistics) a search used, whichever worker thread ran it."""
+
+
+@pytest.fixture(autouse=True)
+def _record_term_stats(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    real = SqliteFts5Backend._term_stats
+
+    def recording(self: SqliteFts5Backend, index: str, conn: Any) -> pruning.TermStats:
+        stats = real(self, index, conn)
+        if not any(s is stats for _, _, s in _SEEN_STATS):
+            _SEEN_STATS.append((self, index, stats))
+        return stats
+
+    monkeypatch.setattr(SqliteFts5Backend, "_term_stats", recording)
+    yield
+    _SEEN_STATS.clear()
+
+
 def ranked_by(g: Guard, index: str) -> tuple[int, int]:
-    """(searches ranked in memory, searches ranked by the pruned query) on this thread."""
-    stats = g.backend._local.stats[index][1]  # type: ignore[attr-defined]
-    return stats.in_memory, sum(stats.rounds)
+    """(searches ranked in memory, searches ranked by the pruned query), over every worker
+    thread the guard ran this backend's searches on."""
+    mine = [s for b, i, s in _SEEN_STATS if b is g.backend and i == index]
+    return sum(s.in_memory for s in mine), sum(sum(s.rounds) for s in mine)
 
 
 def passages(rng: random.Random, n: int, prefix: str) -> list[Passage]:
@@ -425,6 +446,7 @@ def test_fast_hits_are_the_models_pydantic_would_build() -> None:
         3,
         p.end,
         '{"n": 1, "ok": true}',
+        p.digest,
     )
     q = passage_from_row(row)
     assert q == p and q.model_fields_set == p.model_fields_set
@@ -438,6 +460,8 @@ def test_fast_hits_are_the_models_pydantic_would_build() -> None:
         fast.rank = 3  # type: ignore[misc]
     altered = passage_from_row((p.id, "tampered", *row[2:]))
     assert altered.expected_id() != altered.id  # still built; the guard refuses to serve it
+    relabelled = passage_from_row((*row[:6], '{"n": 2, "ok": true}', p.digest))
+    assert relabelled.expected_digest() != relabelled.digest
     assert math.isfinite(fast.score)
 
 

@@ -358,6 +358,7 @@ class UsearchBackend:
                 end=data["end"],
                 document_sha256=data.get("document_sha256"),
                 metadata=meta,
+                digest=data.get("digest"),
             )
             hits.append(
                 Hit(rank=len(hits) + 1, score=1.0 - dist, score_scale=SCALE.name, passage=passage)

@@ -41,6 +41,7 @@ from typing import Any, NoReturn
 
 from pydantic import BaseModel, ConfigDict
 
+from indexplug.deadlines import Deadline
 from indexplug.errors import InvalidIndexName, InvalidRequest
 from indexplug.guard import MAX_QUERY_CHARS, MAX_TOP_K, Guard
 from indexplug.names import MAX_NAME_LENGTH
@@ -1093,8 +1094,32 @@ def _tamper(s: Subject) -> None:
         )
 
 
-def _tiny(s: Subject, op: str, what: str, index: str, call: Callable[[], Any]) -> None:
+def _tiny(
+    s: Subject,
+    op: str,
+    what: str,
+    index: str,
+    call: Callable[[], Any],
+    direct: Callable[[Deadline], Any],
+) -> None:
+    """``call`` (through the guard) with a deadline that cannot be met answers INDEX_TIMEOUT,
+    and so does the backend itself, called with a deadline already past (``direct``): the
+    guard releases the caller at the deadline whatever the plugin does, but a plugin that
+    never looks at its deadline keeps a worker thread busy with work nobody will read."""
     tiny = s.settings.tiny_deadline_s
+    expired = Deadline(seconds=tiny, at=time.monotonic() - 1.0)
+    try:
+        own = direct(expired)
+    except TimeoutError:
+        own = None
+    except Exception as exc:
+        fail(f"{what}, called directly with its deadline past, raised {_describe(exc)}")
+    if own is not None and getattr(own, "code", None) != "INDEX_TIMEOUT":
+        fail(
+            f"{what}, called directly with its deadline already past, answered "
+            f"{_show(own)}: the backend does not stop at its deadline (the guard times the "
+            "caller out, but the work goes on)"
+        )
     out = _op(op, what, ALLOWED_CODES[op], index, call)
     if out.code == "INDEX_TIMEOUT":
         if not math.isclose(out.deadline_s, tiny, rel_tol=1e-6, abs_tol=1e-12):
@@ -1113,6 +1138,10 @@ ALLOWED_CODES: dict[str, tuple[str, ...]] = {
 }
 
 
+def _search_directly(s: Subject, index: str, query: str, deadline: Deadline) -> Any:
+    return s.guard.backend.search(index, query, top_k=10, deadline=deadline, filters=None)
+
+
 @_check(
     "deadline.search",
     "A search whose deadline cannot be met answers INDEX_TIMEOUT, never "
@@ -1128,6 +1157,7 @@ def _deadline_search(s: Subject) -> None:
             f"search for {q!r} with deadline_s={tiny}",
             index,
             partial(s.guard.search, index, q, top_k=10, deadline_s=tiny),
+            partial(_search_directly, s, index, q),
         )
     out = _search(s, index, "fox", "search with a normal deadline after timeouts")
     _check_hits(s, out, 10, _by_id(ps), "search after timeouts", count=len(ps))
@@ -1148,6 +1178,7 @@ def _deadline_write(s: Subject) -> None:
         f"add with deadline_s={tiny}",
         index,
         lambda: s.guard.add(index, late, deadline_s=tiny),
+        lambda d: s.guard.backend.add(index, late, max_bytes=None, deadline=d),
     )
     if s.claims("deletion"):
         ghost = passage_id("never added", "kit://ghost", 0, 11)
@@ -1157,6 +1188,7 @@ def _deadline_write(s: Subject) -> None:
             f"remove with deadline_s={tiny}",
             index,
             lambda: s.guard.remove(index, [ghost], deadline_s=tiny),
+            lambda d: s.guard.backend.remove(index, [ghost], deadline=d),
         )
     _tiny(
         s,
@@ -1164,6 +1196,7 @@ def _deadline_write(s: Subject) -> None:
         f"status with deadline_s={tiny}",
         index,
         lambda: s.guard.status(index, deadline_s=tiny),
+        lambda d: s.guard.backend.status(index, deadline=d),
     )
     # Whether the timed-out add was applied is unknown to its caller; adding again settles it.
     out: Indexed = _add(s, index, ps + late, "adding again after timeouts")

@@ -163,6 +163,7 @@ class ReferenceBackend:
                 end=old.end,
                 document_sha256=old.document_sha256,
                 metadata=old.metadata,
+                digest=old.digest,
             )
             self._save(index, ix)
 

@@ -27,4 +27,5 @@ def from_record(raw: bytes) -> Passage:
         end=data["end"],
         document_sha256=data.get("document_sha256"),
         metadata=data.get("metadata") or None,
+        digest=data.get("digest"),
     )

@@ -53,7 +53,7 @@ from indexplug_sqlite_fts5.query import fts5_expression, query_terms
 
 DESCRIPTION = "Embedded default: SQLite FTS5 with BM25, one file per index, no server."
 APPLICATION_ID = 0x49504C47  # "IPLG"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCALE = ScoreScale(
     name="fts5_bm25",
     higher_is_better=True,
@@ -88,7 +88,8 @@ CREATE TABLE passages (
     document_sha256 TEXT,
     start INTEGER NOT NULL,
     "end" INTEGER NOT NULL,
-    metadata TEXT NOT NULL
+    metadata TEXT NOT NULL,
+    digest TEXT
 );
 CREATE VIRTUAL TABLE fts USING fts5(
     text, content='passages', content_rowid='rowid',
@@ -101,10 +102,13 @@ INSERT INTO meta(key, value) VALUES ('count', '0');
 
 _STATE_SQL = (
     "SELECT (SELECT value FROM meta WHERE key = 'count'), "
-    "(SELECT data_version FROM pragma_data_version())"
+    "(SELECT data_version FROM pragma_data_version()), "
+    "EXISTS (SELECT 1 FROM passages)"
 )
-"""The passage count, and whether another connection has written since we last looked."""
-_COLUMNS = 'p.id, p.text, p.source, p.document_sha256, p.start, p."end", p.metadata'
+"""The passage count, whether another connection has written since we last looked, and
+whether any row is there at all (a count above zero over no rows is an index whose rows were
+deleted behind it)."""
+_COLUMNS = 'p.id, p.text, p.source, p.document_sha256, p.start, p."end", p.metadata, p.digest'
 _ROWS_SQL = (
     f"SELECT p.rowid, {_COLUMNS} FROM passages p WHERE p.rowid IN (SELECT value FROM json_each(?))"
 )
@@ -112,6 +116,11 @@ _ROWS_SQL = (
 
 class NotAnIndex(Exception):
     """The file exists but is not an indexplug sqlite-fts5 index."""
+
+
+class Inconsistent(NotAnIndex):
+    """The full-text index and the rows it indexes disagree (rows deleted or added behind
+    the backend's back): nothing it answers can be trusted, so it answers a failure."""
 
 
 class SqliteFts5Backend:
@@ -213,7 +222,10 @@ class SqliteFts5Backend:
                     raise
             if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
                 raise NotAnIndex(f"{path.name} is an SQLite file but not an indexplug index")
-            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == 1:
+                _upgrade_from_1(conn)
+            elif version != SCHEMA_VERSION:
                 raise NotAnIndex(f"{path.name} has an unknown schema version")
         except sqlite3.OperationalError:
             conn.close()
@@ -261,7 +273,9 @@ class SqliteFts5Backend:
                 index=index, backend=self.name, deadline_s=deadline.seconds, reason=why
             )
         if isinstance(exc, NotAnIndex):
-            return IndexFailed(index=index, backend=self.name, reason=text, error_type="NotAnIndex")
+            return IndexFailed(
+                index=index, backend=self.name, reason=text, error_type=type(exc).__name__
+            )
         return IndexFailed(
             index=index,
             backend=self.name,
@@ -355,8 +369,9 @@ class SqliteFts5Backend:
         if new:
             last = conn.execute("SELECT coalesce(max(rowid), 0) FROM passages").fetchone()[0]
             conn.executemany(
-                'INSERT INTO passages(id, text, source, document_sha256, start, "end", metadata) '
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO passages"
+                '(id, text, source, document_sha256, start, "end", metadata, digest) '
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 _stored_rows(new),
             )
             conn.execute(
@@ -404,10 +419,15 @@ class SqliteFts5Backend:
             conn.execute("BEGIN")
             try:
                 with self._deadline(conn, deadline):
-                    count, version = conn.execute(_STATE_SQL).fetchone()
+                    count, version, any_row = conn.execute(_STATE_SQL).fetchone()
                     count = int(count or 0)
-                    if count == 0:
+                    if count == 0 and not any_row:
                         return IndexEmpty(index=index, backend=self.name)
+                    if (count == 0) != (not any_row):
+                        raise Inconsistent(
+                            f"the index counts {count} passage(s) but its table holds "
+                            f"{'some' if any_row else 'none'}: rows were changed behind it"
+                        )
                     terms = query_terms(query)
                     if not terms:
                         return NoMatch(index=index, backend=self.name, searched=count)
@@ -467,7 +487,13 @@ class SqliteFts5Backend:
             return []
         ids = "[" + ",".join(str(rowid) for rowid, _ in ranked) + "]"
         found = {row[0]: row[1:] for row in conn.execute(_ROWS_SQL, (ids,))}
-        return [(found[rowid], bm25) for rowid, bm25 in ranked if rowid in found]
+        gone = sum(1 for rowid, _ in ranked if rowid not in found)
+        if gone:
+            raise Inconsistent(
+                f"the full-text index ranked {gone} row(s) that are not in the passages "
+                "table (deleted behind it); rebuild the index"
+            )
+        return [(found[rowid], bm25) for rowid, bm25 in ranked]
 
     @staticmethod
     def _filtered(
@@ -480,8 +506,9 @@ class SqliteFts5Backend:
         params: list[Any] = [expression]
         where = []
         for key, value in filters.items():
-            where.append("json_extract(p.metadata, ?) = ?")
-            params += ['$."' + key.replace('"', '\\"') + '"', value]
+            # by key through json_each, not a JSON path: a path cannot quote every key ('"')
+            where.append("EXISTS (SELECT 1 FROM json_each(p.metadata) WHERE key = ? AND value = ?)")
+            params += [key, value]
         sql = (
             f"SELECT {_COLUMNS}, f.s FROM (SELECT rowid, bm25(fts) AS s FROM fts "
             "WHERE fts MATCH ?) AS f JOIN passages p ON p.rowid = f.rowid "
@@ -630,8 +657,28 @@ def _stored_rows(passages: Sequence[Passage]) -> list[tuple[Any, ...]]:
         if source is None:
             source = sources[id(p.source)] = to_json(p.source, exclude_none=True).decode()
         metadata = json.dumps(p.metadata, ensure_ascii=False) if p.metadata else "{}"
-        rows.append((p.id, p.text, source, p.document_sha256, p.start, p.end, metadata))
+        rows.append((p.id, p.text, source, p.document_sha256, p.start, p.end, metadata, p.digest))
     return rows
+
+
+def _upgrade_from_1(conn: sqlite3.Connection) -> None:
+    """Give an index written before digests (schema 1) its ``digest`` column, each row's
+    digest computed from the row as it is now: the index is trusted as found at upgrade, and
+    every change after it is caught.  Under the write lock, so one connection does it."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if conn.execute("PRAGMA user_version").fetchone()[0] == 1:
+            conn.execute("ALTER TABLE passages ADD COLUMN digest TEXT")
+            rows = conn.execute(f"SELECT p.rowid, {_COLUMNS} FROM passages p").fetchall()
+            conn.executemany(
+                "UPDATE passages SET digest = ? WHERE rowid = ?",
+                [(passage_from_row(r[1:]).expected_digest(), r[0]) for r in rows],
+            )
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 _OPTIONS: list[str] | None = None

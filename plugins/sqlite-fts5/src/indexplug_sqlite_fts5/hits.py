@@ -18,14 +18,16 @@ from indexplug.passages import Passage, source_from_json, stored_passage
 
 
 def passage_from_row(row: Sequence[Any]) -> Passage:
-    """A passage from ``(id, text, source JSON, document_sha256, start, end, metadata JSON)``.
+    """A passage from ``(id, text, source JSON, document_sha256, start, end, metadata JSON,
+    digest)``.
 
-    Like :meth:`Passage.from_stored`, the id is *not* checked here: a row altered behind the
-    backend's back still comes out, and the guard refuses to serve it with a clear reason.
+    Like :meth:`Passage.from_stored`, neither id nor digest is checked here: a row altered
+    behind the backend's back still comes out, and the guard refuses to serve it with a clear
+    reason.
     """
-    pid, text, source, doc_sha, start, end, metadata = row
+    pid, text, source, doc_sha, start, end, metadata, digest = row
     meta = json.loads(metadata) if metadata != "{}" else {}
-    return stored_passage(pid, text, source_from_json(source), start, end, doc_sha, meta)
+    return stored_passage(pid, text, source_from_json(source), start, end, doc_sha, meta, digest)
 
 
 def hit(rank: int, score: float, scale: str, passage: Passage) -> Hit:
