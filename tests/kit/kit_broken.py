@@ -243,3 +243,40 @@ def factory(cls: type[ReferenceBackend]) -> Any:
 
     make.__name__ = cls.__name__
     return make
+
+
+class ResealsOnRead(ReferenceBackend):
+    """Recomputes the digest of every passage it returns, from the stored record as it is
+    now: a record altered behind its back then looks intact to the guard.  Only comparing
+    with what was added shows the change."""
+
+    def search(self, index: str, query: str, **kw: Any) -> Any:
+        out = super().search(index, query, **kw)
+        if not isinstance(out, Searched):
+            return out
+        hits = [
+            h.model_copy(
+                update={
+                    "passage": h.passage.model_copy(update={"digest": h.passage.expected_digest()})
+                }
+            )
+            for h in out.hits
+        ]
+        return out.model_copy(update={"hits": hits})
+
+
+class SkipsLostRows(ReferenceBackend):
+    """Claims separate records, but ranks only the passages whose records are still there
+    and calls an index with none left empty: rows deleted behind its postings pass for "no
+    match" or "empty" instead of a failure."""
+
+    def search(self, index: str, query: str, **kw: Any) -> Any:
+        with self._lock:
+            ix = self._index(index)
+            if ix is not None:
+                for post in ix.postings.values():
+                    for pid in [p for p in post if p not in ix.passages]:
+                        del post[pid]
+                for term in [t for t, post in ix.postings.items() if not post]:
+                    del ix.postings[term]
+        return super().search(index, query, **kw)

@@ -27,7 +27,7 @@ import pytest
 from indexplug import Guard
 from indexplug.testing import (
     BackendConformance, ConcurrentWritersConformance, DeletionConformance, FiltersConformance,
-    KitSettings, OutageConformance, ReferenceBackend,
+    KitSettings, OutageConformance, ReferenceBackend, SeparateRecordsConformance,
 )
 
 SMALL = KitSettings(scale_passages=200, scale_batch=100, threads=3, batches_per_thread=3,
@@ -41,7 +41,8 @@ def named(name):
 
 
 class TestComplete(BackendConformance, DeletionConformance, FiltersConformance,
-                   ConcurrentWritersConformance, OutageConformance):
+                   ConcurrentWritersConformance, OutageConformance,
+                   SeparateRecordsConformance):
     conformance_settings = SMALL
 
     @pytest.fixture
@@ -52,7 +53,8 @@ class TestComplete(BackendConformance, DeletionConformance, FiltersConformance,
 
 
 class TestLeavesOutFilters(BackendConformance, DeletionConformance,
-                           ConcurrentWritersConformance, OutageConformance):
+                           ConcurrentWritersConformance, OutageConformance,
+                   SeparateRecordsConformance):
     # the backend claims filters, but FiltersConformance is not in the class
     conformance_settings = SMALL
 
@@ -137,7 +139,7 @@ def test_pytest_route_complete_and_missing_mixin(pytester: pytest.Pytester) -> N
     assert row["status"] == "SKIPPED"
     assert row["reason"] == "not run: TestLeavesOutFilters does not include FiltersConformance"
     result.stdout.fnmatch_lines(
-        ["leaves-out-filters: * of 25; INCOMPLETE, did not run: filters.equality"]
+        ["leaves-out-filters: * of 27; INCOMPLETE, did not run: filters.equality"]
     )
 
 

@@ -17,6 +17,7 @@ from indexplug.testing import (
     OutageConformance,
     PersistenceConformance,
     ReferenceBackend,
+    SeparateRecordsConformance,
 )
 from indexplug.testing.reference import _factory
 
@@ -28,6 +29,7 @@ class TestReferenceConformance(
     PersistenceConformance,
     ConcurrentWritersConformance,
     OutageConformance,
+    SeparateRecordsConformance,
 ):
     """Persisted to ``tmp_path``: every check applies but the multi-process one."""
 
@@ -50,6 +52,7 @@ class TestInMemoryReferenceConformance(
     FiltersConformance,
     ConcurrentWritersConformance,
     OutageConformance,
+    SeparateRecordsConformance,
 ):
     """In memory, given bare (unguarded): the kit wraps it; persistence is not claimed."""
 

@@ -57,11 +57,28 @@ CASES: dict[str, tuple[type[ReferenceBackend], dict[str, str]]] = {
     ),
     "serves tampered passages under a recomputed id": (
         kb.ServesTampered,
-        {"integrity.tamper": r"served the altered text .* instead of answering INDEX_FAILED"},
+        {
+            "integrity.tamper": r"served the altered text .* instead of answering INDEX_FAILED",
+            "integrity.record": r"not exactly as added",
+        },
     ),
     "serves copies it kept after the store was altered": (
         kb.ServesKeptCopies,
-        {"integrity.tamper": r"served the passage as it was before it was altered"},
+        {
+            "integrity.tamper": r"served the passage as it was before it was altered",
+            "integrity.record": r"answered SEARCHED instead of INDEX_FAILED",
+        },
+    ),
+    "reseals records on read": (
+        kb.ResealsOnRead,
+        {
+            "integrity.record": r"not exactly as added "
+            r"\((metadata|source|start, end|text), digest differ\)"
+        },
+    ),
+    "skips records lost behind its index": (
+        kb.SkipsLostRows,
+        {"integrity.rows": r"answered (NO_MATCH|INDEX_EMPTY|SEARCHED) instead of INDEX_FAILED"},
     ),
     "ignores deadlines": (
         kb.IgnoresDeadlines,
@@ -106,7 +123,8 @@ CASES: dict[str, tuple[type[ReferenceBackend], dict[str, str]]] = {
                 "hostile.top_k",
                 "hostile.passages",
             )
-        },
+        }
+        | {"integrity.record": r"answered SEARCHED instead of INDEX_FAILED"},
     ),
 }
 
@@ -140,9 +158,10 @@ def test_unclaimed_capabilities_are_never_passed() -> None:
         "persistence.reopen": "persistence",
         "concurrency.threads": "concurrent_writers",
         "concurrency.processes": "multiprocess_writers",
+        "integrity.rows": "separate_records",
     }.items():
         assert by_id[check_id].status is CheckStatus.NOT_CLAIMED
         assert by_id[check_id].reason == f"not claimed: {capability}"
-    assert card.summary.not_claimed == 6
-    assert card.summary.passed == card.summary.total - 6
+    assert card.summary.not_claimed == 7
+    assert card.summary.passed == card.summary.total - 7
     assert card.ok

@@ -71,15 +71,20 @@ class Capabilities(BaseModel):
     """The backend talks to a server that can be stopped (and must recover when it returns)."""
     dense: bool = False
     """Uses an embedder."""
+    separate_records: bool = False
+    """Keeps each passage's record apart from its search structure (rows behind a full-text
+    index, records behind vectors), so the two could disagree; the kit's ``integrity.rows``
+    check then holds the backend to answering ``INDEX_FAILED`` when they do (it needs a
+    ``delete_rows(index, ids)`` hook)."""
     cooperative_deadlines: bool | frozenset[str] = False
     """Ops that stop by themselves at their deadline (e.g. SQLite's progress handler and busy
     timeout, or a server request whose timeout is what is left of the deadline): ``True`` for
-    every op, or the names of those that do (``frozenset({"search"})``).  The guard runs those
-    on the caller's thread instead of handing them to a worker thread it can abandon, which
-    saves a thread hand-off per call (tens of microseconds on an idle machine, milliseconds on
-    a busy one; on a 1.5 ms Elasticsearch search, about a tenth of it).  The guard still
-    reports an answer that comes back past the deadline as ``INDEX_TIMEOUT``, and the kit's
-    deadline checks hold the claim."""
+    every op, or the names of those that do (``frozenset({"search"})``).  A claim, shown in
+    ``backends`` and on report cards; it changes nothing in how the guard calls the backend:
+    every op runs on a worker thread the guard can abandon at the deadline, and an answer
+    that comes back past it is ``INDEX_TIMEOUT``.  The kit's deadline checks call every
+    backend with a deadline already past and require ``INDEX_TIMEOUT``, so that a call the
+    guard has given up on does not keep working."""
 
 
 class Granularity(StrEnum):

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         MultiprocessWritersConformance,
         OutageConformance,
         PersistenceConformance,
+        SeparateRecordsConformance,
     )
     from indexplug.testing.reference import ReferenceBackend
 
@@ -75,6 +76,7 @@ _WHERE = {
     "MultiprocessWritersConformance": "kit",
     "OutageConformance": "kit",
     "PersistenceConformance": "kit",
+    "SeparateRecordsConformance": "kit",
     "ReferenceBackend": "reference",
 }
 
@@ -95,6 +97,7 @@ __all__ = [
     "PersistenceConformance",
     "ReferenceBackend",
     "ReportCard",
+    "SeparateRecordsConformance",
     "Subject",
     "Summary",
     "check_ids",

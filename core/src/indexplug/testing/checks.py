@@ -143,6 +143,8 @@ class KitSettings:
 
 
 Tamper = Callable[[str, str, str], None]
+TamperRecord = Callable[[str, str, Mapping[str, object]], None]
+DeleteRows = Callable[[str, Sequence[str]], None]
 Reopen = Callable[[Guard], Guard]
 
 
@@ -165,6 +167,13 @@ class Subject:
     make_unavailable: Callable[[], None] | None = None
     restore: Callable[[], None] | None = None
     tamper: Tamper | None = None
+    tamper_record: TamperRecord | None = None
+    """Alter fields of a stored record behind the backend's back, keeping its id and digest
+    (``changes`` may name ``text``, ``metadata``, ``licence``, ``provenance``, ``start``,
+    ``end``); defaults to the backend's own ``tamper_record`` method."""
+    delete_rows: DeleteRows | None = None
+    """Delete stored records behind the backend's search structure (rows behind a full-text
+    index, records behind vectors); defaults to the backend's own ``delete_rows`` method."""
     _opened: list[Guard] = field(default_factory=list, repr=False)
 
     # -- what the backend claims -------------------------------------------------------------
@@ -182,6 +191,18 @@ class Subject:
         if self.tamper is not None:
             return self.tamper
         fn = getattr(self.guard.backend, "tamper", None)
+        return fn if callable(fn) else None
+
+    def tamper_record_hook(self) -> TamperRecord | None:
+        if self.tamper_record is not None:
+            return self.tamper_record
+        fn = getattr(self.guard.backend, "tamper_record", None)
+        return fn if callable(fn) else None
+
+    def delete_rows_hook(self) -> DeleteRows | None:
+        if self.delete_rows is not None:
+            return self.delete_rows
+        fn = getattr(self.guard.backend, "delete_rows", None)
         return fn if callable(fn) else None
 
     def outage_hooks(self) -> tuple[Callable[[], None], Callable[[], None]] | None:
@@ -282,6 +303,8 @@ _HOOK_WORDS = {
     "reopen": "way to reopen it on the same storage (reopen_backend or backend_factory)",
     "factory": "picklable backend_factory (each writer process opens its own instance)",
     "outage": "make_unavailable()/restore() hooks",
+    "tamper_record": "tamper_record(index, passage_id, changes) hook",
+    "delete_rows": "delete_rows(index, ids) hook",
 }
 
 
@@ -294,6 +317,10 @@ def _has_hook(s: Subject, hook: str) -> bool:
         return s.factory is not None
     if hook == "outage":
         return s.outage_hooks() is not None
+    if hook == "tamper_record":
+        return s.tamper_record_hook() is not None
+    if hook == "delete_rows":
+        return s.delete_rows_hook() is not None
     raise ValueError(hook)
 
 
@@ -1092,6 +1119,81 @@ def _tamper(s: Subject) -> None:
             f"{what} answered NO_MATCH (the altered passage silently dropped) instead of "
             "INDEX_FAILED"
         )
+
+
+_RECORD_CHANGES: tuple[tuple[str, dict[str, object]], ...] = (
+    ("metadata", {"metadata": {"trusted": True}}),
+    ("licence", {"licence": "LicenseRef-forged-all-rights-reserved"}),
+    ("provenance", {"provenance": "forged: signed by the editor-in-chief"}),
+    ("span", {"start": 1, "end": 2}),
+    ("text", {"text": "The archivist's ledger records recordword, forged."}),
+)
+"""What ``integrity.record`` alters, one stored passage each: every field a caller may
+trust, the digest and id kept as they were."""
+
+
+@_check(
+    "integrity.record",
+    "A stored passage whose metadata, licence, provenance, span or text was altered behind "
+    "the backend's back is not served (INDEX_FAILED)",
+    needs=("tamper_record",),
+)
+def _tamper_record(s: Subject) -> None:
+    hook = s.tamper_record_hook()
+    assert hook is not None
+    for n, (name, change) in enumerate(_RECORD_CHANGES):
+        word = f"recordword{chr(ord('a') + n)}"
+        canary = kit_passage(f"The archivist's ledger records {word} in ink.", 90 + n)
+        index, ps = _filled(s, f"record{n}", [canary])
+        added = _by_id(ps)
+        before = _search(s, index, word, f"search for {word} before its {name} is altered")
+        if not any(h.passage.id == canary.id for h in before.hits):
+            fail(f"search for {word} before its {name} is altered did not find it")
+        try:
+            hook(index, canary.id, change)
+        except Exception as exc:
+            fail(f"the tamper_record hook raised {_describe(exc)} altering {name}")
+        what = f"search for a passage whose {name} was altered after it was added"
+        out = _search(s, index, word, what, ("INDEX_FAILED", "SEARCHED", "NO_MATCH"), top_k=50)
+        if isinstance(out, Searched):
+            for hit in out.hits:
+                _same_passage(hit.passage, added, what)
+            fail(f"{what} answered SEARCHED instead of INDEX_FAILED")
+        if isinstance(out, NoMatch):
+            fail(f"{what} answered NO_MATCH (the passage silently dropped), not INDEX_FAILED")
+
+
+@_check(
+    "integrity.rows",
+    "Stored records deleted behind the search structure make searches INDEX_FAILED, never "
+    "NO_MATCH or INDEX_EMPTY",
+    claim="separate_records",
+    needs=("delete_rows",),
+)
+def _deleted_rows(s: Subject) -> None:
+    hook = s.delete_rows_hook()
+    assert hook is not None
+    canary = kit_passage("The cartographer's atlas shows rowword islands.", 95)
+    index, ps = _filled(s, "rows", [canary])
+    _search(s, index, "rowword", "search before the record is deleted")
+    try:
+        hook(index, [canary.id])
+    except Exception as exc:
+        fail(f"the delete_rows hook raised {_describe(exc)}")
+    what = "search for a passage whose record was deleted behind the index"
+    codes = ("INDEX_FAILED", "SEARCHED", "NO_MATCH", "INDEX_EMPTY")
+    out = _search(s, index, "rowword", what, codes, top_k=50)
+    if out.code != "INDEX_FAILED":
+        fail(f"{what} answered {out.code} instead of INDEX_FAILED")
+    index, ps = _filled(s, "allrows")
+    try:
+        hook(index, [p.id for p in ps])
+    except Exception as exc:
+        fail(f"the delete_rows hook raised {_describe(exc)} deleting every record")
+    what = "search after every record was deleted behind the index"
+    out = _search(s, index, "fox", what, codes, top_k=50)
+    if out.code != "INDEX_FAILED":
+        fail(f"{what} answered {out.code} instead of INDEX_FAILED")
 
 
 def _tiny(

@@ -223,6 +223,12 @@ class OutageConformance:
     (or the backend's own ``make_unavailable`` / ``restore``)."""
 
 
+class SeparateRecordsConformance:
+    """Mixin: checks of ``Capabilities.separate_records``: records deleted behind the search
+    structure make searches ``INDEX_FAILED``.  Needs the backend's ``delete_rows(index, ids)``
+    hook."""
+
+
 MIXINS: dict[str, type] = {
     "deletion": DeletionConformance,
     "filters": FiltersConformance,
@@ -230,6 +236,7 @@ MIXINS: dict[str, type] = {
     "concurrent_writers": ConcurrentWritersConformance,
     "multiprocess_writers": MultiprocessWritersConformance,
     "server": OutageConformance,
+    "separate_records": SeparateRecordsConformance,
 }
 """The mixin that holds the checks of each capability."""
 

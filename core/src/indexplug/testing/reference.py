@@ -34,6 +34,7 @@ from indexplug.outcomes import (
     Hit,
     Indexed,
     IndexEmpty,
+    IndexFailed,
     IndexStatus,
     IndexTimeout,
     IndexUnavailable,
@@ -129,6 +130,7 @@ class ReferenceBackend:
             deletion=True,
             persistence=self.home is not None,
             concurrent_writers=True,
+            separate_records=True,
         )
         self._lock = threading.RLock()
         self._indexes: dict[str, _Index] = {}
@@ -167,6 +169,45 @@ class ReferenceBackend:
             )
             self._save(index, ix)
 
+    def tamper_record(self, index: str, passage_id: str, changes: Mapping[str, object]) -> None:
+        """Conformance-kit hook: alter fields of a stored passage behind the backend's back
+        (``text``, ``metadata``, ``licence``, ``provenance``, ``start``, ``end``), keeping its
+        id and digest, as someone editing the index's file would."""
+        with self._lock:
+            ix = self._index(index)
+            if ix is None or passage_id not in ix.passages:
+                raise KeyError(f"no passage {passage_id[:12]} in index {index!r}")
+            old = ix.passages[passage_id]
+            fields: dict[str, Any] = {
+                "text": old.text,
+                "start": old.start,
+                "end": old.end,
+                "metadata": dict(old.metadata),
+            }
+            fields.update({k: v for k, v in changes.items() if k in fields})
+            source = old.source.model_copy(
+                update={k: v for k, v in changes.items() if k in ("licence", "provenance")}
+            )
+            ix.passages[passage_id] = Passage.from_stored(
+                id=old.id,
+                source=source,
+                document_sha256=old.document_sha256,
+                digest=old.digest,
+                **fields,
+            )
+            self._save(index, ix)
+
+    def delete_rows(self, index: str, ids: Sequence[str]) -> None:
+        """Conformance-kit hook: delete stored passages but not their postings, as a real
+        index's rows might be deleted behind its full-text index."""
+        with self._lock:
+            ix = self._index(index)
+            if ix is None:
+                raise KeyError(f"no index {index!r}")
+            for pid in ids:
+                ix.passages.pop(pid, None)
+            self._save(index, ix)
+
     # -- protocol ----------------------------------------------------------------------------
     def readiness(self) -> Readiness:
         return Readiness.no(self._down) if self._down else Readiness.yes()
@@ -179,6 +220,15 @@ class ReferenceBackend:
         if self._down:
             return IndexUnavailable(index=index, backend=self.name, reason=self._down)
         return None
+
+    def _inconsistent(self, index: str) -> IndexFailed:
+        return IndexFailed(
+            index=index,
+            backend=self.name,
+            reason="the postings name passages whose records are gone (deleted behind the "
+            "index); rebuild it",
+            error_type="Inconsistent",
+        )
 
     def _timeout(self, index: str, deadline: Deadline, where: str) -> IndexTimeout | None:
         """``IndexTimeout`` once the deadline has passed: the answer would be late, and a late
@@ -243,8 +293,10 @@ class ReferenceBackend:
             return out
         with self._lock:
             ix = self._index(index)
-            if ix is None or not ix.passages:
+            if ix is None or (not ix.passages and not ix.postings):
                 return IndexEmpty(index=index, backend=self.name)
+            if not ix.passages:
+                return self._inconsistent(index)
             n = len(ix.passages)
             terms = list(dict.fromkeys(tokens(query)))[:MAX_QUERY_TERMS]
             scores: dict[str, float] = {}
@@ -260,7 +312,9 @@ class ReferenceBackend:
                         out := self._timeout(index, deadline, "while scoring")
                     ):
                         return out
-                    p = ix.passages[pid]
+                    p = ix.passages.get(pid)
+                    if p is None:
+                        return self._inconsistent(index)
                     if filters and not all(
                         _meta_equal(p.metadata.get(k), v) for k, v in filters.items()
                     ):
