@@ -40,11 +40,13 @@ from indexplug.names import validate_index_name
 from indexplug.outcomes import (
     ALLOWED,
     AddOutcome,
+    Explained,
     Hit,
     Indexed,
     IndexFailed,
     IndexTimeout,
     IndexUnavailable,
+    Neighbours,
     NoMatch,
     Removed,
     RemoveOutcome,
@@ -55,7 +57,7 @@ from indexplug.outcomes import (
 )
 from indexplug.passages import Metadata, MetadataValue, Passage, Source, passage_digest, passage_id
 from indexplug.pools import LazyPool, discard
-from indexplug.protocols import IndexBackend, Readiness
+from indexplug.protocols import EXTENSION_OPS, IndexBackend, Readiness
 
 MAX_TOP_K = 10_000
 MAX_BATCH = 10_000
@@ -306,16 +308,102 @@ class Guard:
     def call_extra(
         self, op: str, index: str, deadline_s: float | None = None, **kwargs: Any
     ) -> Any:
-        """Run a backend-specific op (``rerank``, ``explain``, ``rebuild``...) under the same
-        readiness, exception and deadline rules.  Its result is whatever the op documents."""
+        """Run an extension op (``drop``, ``optimize``, ``rebuild``, ``rerank``, ``explain``,
+        ``neighbours``: :data:`indexplug.protocols.EXTENSION_OPS`) under the same readiness,
+        exception and deadline rules as any op.  Its arguments are checked before the plugin
+        is called, and its answer like any other: one of the outcomes
+        :data:`~indexplug.outcomes.ALLOWED` for it, every passage in it checked and copied
+        (and a rerank's hits only passages the caller gave)."""
         validate_index_name(index)
+        if op not in EXTENSION_OPS:
+            known = ", ".join(sorted(EXTENSION_OPS))
+            raise InvalidRequest(f"'{op}' is not an extension op (those are: {known})", field="op")
         fn = getattr(self.backend, f"op_{op}", None)
         if not callable(fn):
             raise InvalidRequest(f"backend '{self.name}' has no op '{op}'", field="op")
+        check = self._extra_check(op, kwargs)
         deadline = Deadline.after(deadline_s)
         return self._call(
-            op, index, deadline, lambda: fn(index, deadline=deadline, **kwargs), lambda o: o
+            op, index, deadline, lambda: fn(index, deadline=deadline, **kwargs), check
         )
+
+    def _extra_check(self, op: str, kwargs: dict[str, Any]) -> Callable[[Any], Any]:
+        """Refuse malformed arguments of extension op ``op``; the check of its answer."""
+        expected = {
+            "drop": set(),
+            "optimize": set(),
+            "rebuild": set(),
+            "rerank": {"query", "passages"},
+            "explain": {"query", "passage_id"},
+            "neighbours": {"passage_id", "before", "after"},
+        }[op]
+        if set(kwargs) != expected:
+            names = ", ".join(sorted(expected)) or "none"
+            raise InvalidRequest(f"'{op}' takes these arguments: {names}", field="op")
+        if "query" in kwargs and not isinstance(kwargs["query"], str):
+            raise InvalidQuery("a query must be text")
+        if "passage_id" in kwargs and not isinstance(kwargs["passage_id"], str):
+            raise InvalidRequest("passage_id must be a string", field="passage_id")
+        for side in ("before", "after"):
+            n = kwargs.get(side, 0)
+            if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_TOP_K:
+                raise InvalidRequest(f"{side} must be an integer from 0 to {MAX_TOP_K}", field=side)
+        given: dict[str, Passage] = {}
+        if op == "rerank":
+            ps = kwargs["passages"]
+            if isinstance(ps, (str, bytes)) or not isinstance(ps, Sequence) or len(ps) > MAX_BATCH:
+                raise InvalidRequest(
+                    f"passages must be a list of at most {MAX_BATCH} Passage", field="passages"
+                )
+            if not all(isinstance(p, Passage) for p in ps):
+                raise InvalidRequest("passages must be Passage objects", field="passages")
+            given = {p.id: p for p in ps}
+
+        def check(out: Any) -> Any:
+            if type(out) is Searched:
+                answer = self._checked_search(out, max(len(given), 1), 0.0, 0.0)
+                if isinstance(answer, Searched):
+                    foreign = [h.passage.id for h in answer.hits if h.passage.id not in given]
+                    if foreign:
+                        return self._violation(
+                            out.index, f"rerank answered {len(foreign)} passage(s) it was not given"
+                        )
+                    return _stamped(answer, deadline_s=None, elapsed_ms=None)
+                return answer
+            if type(out) in (Explained, Neighbours):
+                return self._checked_passages(out)
+            return out
+
+        return check
+
+    def _checked_passages(self, out: Any) -> Any:
+        """An ``Explained`` or ``Neighbours`` answer rebuilt around the guard's checked copies
+        of its passages (validated from its fields), or why not."""
+        fields = dict(out.__dict__)
+        index = fields.get("index")
+        if type(index) is not str:
+            return self._violation(str(index), "answered for an index that is not text")
+        try:
+            if type(out) is Explained:
+                fields["passage"] = self._passage(index, 1, fields.get("passage"))
+                scale = fields.get("scale")
+                if scale != self.backend.score_scale:
+                    return self._violation(index, "explained a score on another scale")
+                score = fields.get("score")
+                if type(score) not in (int, float) or not math.isfinite(score):
+                    return self._violation(index, "explained a score that is not a finite number")
+            else:
+                for side in ("before", "after"):
+                    items = fields.get(side)
+                    if type(items) is not list:
+                        return self._violation(index, f"answered neighbours {side} not as a list")
+                    fields[side] = [self._passage(index, i, p) for i, p in enumerate(items, 1)]
+        except _Refused as refused:
+            return refused.outcome
+        passages = fields.pop("passage", None)
+        before, after = fields.pop("before", None), fields.pop("after", None)
+        rebuilt = type(out).model_validate(fields | _present(passages, before, after))
+        return rebuilt
 
     # -- machinery -----------------------------------------------------------------------
     def _ready(self) -> Readiness:
@@ -421,7 +509,7 @@ class Guard:
             return self._violation(
                 index, f"{op} returned {type(out).__name__}, which is not one of: {names}"
             )
-        if type(out) is not Searched:
+        if type(out) not in (Searched, Explained, Neighbours):
             try:
                 out = type(out).model_validate(dict(out.__dict__))
             except ValidationError as exc:
@@ -697,6 +785,18 @@ def _degradation(d: Any) -> Any:
     if type(d) is not Degradation:
         raise TypeError(f"a degradation note is a {type(d).__name__}")
     return Degradation.model_validate(dict(d.__dict__))
+
+
+def _present(passage: Any, before: Any, after: Any) -> dict[str, Any]:
+    """The checked passages of an answer, by field, for those it has."""
+    out: dict[str, Any] = {}
+    if passage is not None:
+        out["passage"] = passage
+    if before is not None:
+        out["before"] = before
+    if after is not None:
+        out["after"] = after
+    return out
 
 
 def _stamped(out: BaseModel, **update: Any) -> Any:

@@ -341,7 +341,72 @@ class NotAllowed(_Outcome):
         return f"'{self.op}' is not allowed here: {self.reason}"
 
 
-_OK_CODES = frozenset({"SEARCHED", "NO_MATCH", "INDEX_EMPTY", "INDEXED", "REMOVED", "STATUS"})
+class TokenMatch(BaseModel):
+    """One query token's best match in a passage: its whole contribution to the score."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    query_token: int = Field(ge=0, description="position of the token in the query")
+    query_text: str | None = Field(
+        default=None, description="the token as text, when the embedder can say"
+    )
+    passage_token: int = Field(
+        ge=-1, description="position of the matched passage token (-1: the passage has none)"
+    )
+    passage_text: str | None = None
+    similarity: float = Field(description="cosine of the two token vectors: the contribution")
+    share: float = Field(description="contribution / score (of a positive score; else 0)")
+
+
+class Explained(_Outcome):
+    """Why one stored passage scores what it does for one query (the ``explain`` op): which
+    passage token each query token matched and how much that added to the score."""
+
+    code: Literal["EXPLAINED"] = "EXPLAINED"
+    query: str
+    passage: Passage
+    score: float = Field(description="the sum of the matches' similarities")
+    scale: ScoreScale
+    matches: list[TokenMatch]
+    degraded: list[Degradation] = Field(default_factory=list)
+
+    @property
+    def message(self) -> str:
+        return (
+            f"Passage {self.passage.id[:12]}... scores {self.score:.4f} in '{self.index}' "
+            f"from {len(self.matches)} query token(s)."
+        )
+
+
+class Neighbours(_Outcome):
+    """The stored passages next to one passage of the same source (the ``neighbours`` op), in
+    document order."""
+
+    code: Literal["NEIGHBOURS"] = "NEIGHBOURS"
+    passage_id: str
+    before: list[Passage] = Field(default_factory=list)
+    after: list[Passage] = Field(default_factory=list)
+
+    @property
+    def message(self) -> str:
+        return (
+            f"{len(self.before)} passage(s) before and {len(self.after)} after "
+            f"{self.passage_id[:12]}... in '{self.index}'."
+        )
+
+
+_OK_CODES = frozenset(
+    {
+        "SEARCHED",
+        "NO_MATCH",
+        "INDEX_EMPTY",
+        "INDEXED",
+        "REMOVED",
+        "STATUS",
+        "EXPLAINED",
+        "NEIGHBOURS",
+    }
+)
 
 _Failures = IndexFailed | IndexTimeout | IndexUnavailable
 
@@ -371,7 +436,9 @@ AnyOutcome = Annotated[
     | Removed
     | IndexStatus
     | BadRequest
-    | NotAllowed,
+    | NotAllowed
+    | Explained
+    | Neighbours,
     Field(discriminator="code"),
 ]
 
@@ -380,8 +447,17 @@ ALLOWED: dict[str, tuple[type[_Outcome], ...]] = {
     "add": (Indexed, OverBudget, IndexFailed, IndexTimeout, IndexUnavailable),
     "remove": (Removed, IndexFailed, IndexTimeout, IndexUnavailable),
     "status": (IndexStatus, IndexFailed, IndexTimeout, IndexUnavailable),
+    # extension ops (optional protocols in indexplug.protocols; Guard.call_extra)
+    "drop": (IndexStatus, IndexFailed, IndexTimeout, IndexUnavailable),
+    "optimize": (IndexStatus, IndexFailed, IndexTimeout, IndexUnavailable),
+    "rebuild": (IndexStatus, OverBudget, IndexFailed, IndexTimeout, IndexUnavailable),
+    "rerank": (Searched, NoMatch, BadRequest, IndexFailed, IndexTimeout, IndexUnavailable),
+    "explain": (Explained, IndexEmpty, BadRequest, IndexFailed, IndexTimeout, IndexUnavailable),
+    "neighbours": (Neighbours, BadRequest, IndexFailed, IndexTimeout, IndexUnavailable),
 }
-"""Which outcomes each op may answer; the guard turns anything else into ``IndexFailed``."""
+"""Which outcomes each op may answer; the guard turns anything else into ``IndexFailed``.
+The first four are every backend's; the rest are extension ops a backend may offer
+(:data:`indexplug.protocols.EXTENSION_OPS`)."""
 
 _any_adapter: TypeAdapter[Any] = TypeAdapter(AnyOutcome)
 
@@ -406,6 +482,8 @@ EXIT_CODES: dict[str, int] = {
     "INDEX_TIMEOUT": 4,
     "INDEX_UNAVAILABLE": 5,
     "OVER_BUDGET": 6,
+    "EXPLAINED": 0,
+    "NEIGHBOURS": 0,
     "BAD_REQUEST": 64,
     "NOT_ALLOWED": 77,
 }

@@ -154,6 +154,71 @@ class IndexBackend(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class Droppable(Protocol):
+    """Deletes a whole index (sensitive: the CLI, invoke and MCP gate it as they gate remove).
+    Answers ``IndexStatus`` with ``exists=False``, or a failure."""
+
+    def op_drop(self, index: str, *, deadline: Deadline) -> Any: ...
+
+
+@runtime_checkable
+class Optimizable(Protocol):
+    """Compacts an index for faster searches.  Answers ``IndexStatus``, or a failure."""
+
+    def op_optimize(self, index: str, *, deadline: Deadline) -> Any: ...
+
+
+@runtime_checkable
+class Rebuildable(Protocol):
+    """Rebuilds an index from its live passages.  Answers ``IndexStatus``, ``OverBudget`` (a
+    rebuild is held to the index's budget like any write), or a failure."""
+
+    def op_rebuild(self, index: str, *, deadline: Deadline) -> Any: ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Scores the caller's passages for a query without indexing them.  Answers ``Searched``
+    (every passage, best first, each one of those given), ``NoMatch``, ``BadRequest`` or a
+    failure."""
+
+    def op_rerank(
+        self, index: str, *, deadline: Deadline, query: str, passages: Sequence[Passage]
+    ) -> Any: ...
+
+
+@runtime_checkable
+class Explainer(Protocol):
+    """Says why a stored passage scores what it does for a query.  Answers ``Explained``,
+    ``IndexEmpty``, ``BadRequest`` (no such passage) or a failure."""
+
+    def op_explain(self, index: str, *, deadline: Deadline, query: str, passage_id: str) -> Any: ...
+
+
+@runtime_checkable
+class NeighbourSource(Protocol):
+    """Gives the stored passages next to one passage of the same source, in document order.
+    Answers ``Neighbours``, ``BadRequest`` (no such passage) or a failure."""
+
+    def op_neighbours(
+        self, index: str, *, deadline: Deadline, passage_id: str, before: int, after: int
+    ) -> Any: ...
+
+
+EXTENSION_OPS: dict[str, type] = {
+    "drop": Droppable,
+    "optimize": Optimizable,
+    "rebuild": Rebuildable,
+    "rerank": Reranker,
+    "explain": Explainer,
+    "neighbours": NeighbourSource,
+}
+"""The optional ops a backend may offer (a method ``op_<name>``), each with its protocol; the
+outcomes each may answer are in :data:`indexplug.outcomes.ALLOWED`, and the guard checks their
+answers like those of any other op (:meth:`indexplug.guard.Guard.call_extra`)."""
+
+
 @dataclass(frozen=True)
 class BackendContext:
     """What a backend factory receives: where its files go, its settings, and embedders."""
