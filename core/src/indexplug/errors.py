@@ -29,6 +29,22 @@ class InvalidQuery(InvalidRequest):
         super().__init__(message, field="query")
 
 
+class InvalidOption(InvalidRequest):
+    """A backend or embedder setting its factory refuses: an unknown key or a bad value.
+
+    Factories raise it (``raise InvalidOption("port", "chroma option port must be at most
+    65535, got 70000")``) so that a caller is told which setting is wrong instead of seeing a
+    traceback: the CLI prints ``message`` and exits with the usage code, ``invoke`` and MCP
+    answer ``BAD_REQUEST`` with ``field`` ``settings.<option>``.  ``option`` is ``None`` only
+    when a factory's refusal did not say which setting it meant.  ``message`` is the whole
+    sentence shown to the user, so it should name the option itself.
+    """
+
+    def __init__(self, option: str | None, message: str) -> None:
+        super().__init__(message, field=f"settings.{option}" if option is not None else "settings")
+        self.option = option
+
+
 class UnknownBackend(IndexplugError, LookupError):
     pass
 

@@ -14,6 +14,7 @@ Environment:
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -26,7 +27,7 @@ import pluggy
 from pydantic import BaseModel
 
 from indexplug import hookspecs
-from indexplug.errors import UnknownBackend, UnknownEmbedder
+from indexplug.errors import InvalidOption, UnknownBackend, UnknownEmbedder
 from indexplug.guard import Guard
 from indexplug.home import backend_home
 from indexplug.outcomes import ScoreScale
@@ -192,7 +193,11 @@ class Registry:
             raise UnknownEmbedder(f"no embedder provider '{provider}' (installed: {known})")
         with self._lock:
             if spec not in self._embedder_cache or options:
-                emb = table[provider][1].factory(model, dict(options or {}))
+                emb = _made(
+                    f"embedder '{provider}'",
+                    options,
+                    lambda: table[provider][1].factory(model, dict(options or {})),
+                )
                 if options:
                     return emb
                 self._embedder_cache[spec] = emb
@@ -216,7 +221,7 @@ class Registry:
             options=dict(options or {}),
             embedder_factory=self.embedder,
         )
-        return Guard(spec.factory(ctx), plugin=plugin)
+        return Guard(_made(f"backend '{name}'", options, lambda: spec.factory(ctx)), plugin=plugin)
 
     def describe_backends(self) -> list[BackendInfo]:
         """Each backend with readiness, reason, capabilities and scale (for ``backends``)."""
@@ -255,6 +260,48 @@ class Registry:
             EmbedderInfo(provider=p, plugin=plugin, description=spec.description)
             for p, (plugin, spec) in sorted(self._embedder_table().items())
         ]
+
+
+_UNEXPECTED_KEYWORD = re.compile(r"unexpected keyword argument '([^']*)'")
+
+T = TypeVar("T")
+
+
+def _made(owner: str, options: Mapping[str, Any] | None, make: Callable[[], T]) -> T:
+    """``make()``, with a factory's refusal of its settings turned into :class:`InvalidOption`.
+
+    A factory should raise :class:`InvalidOption` itself.  Many raise ``TypeError`` (an
+    unknown keyword passed on with ``**options``) or ``ValueError`` (a bad value) instead;
+    when settings were given, those are taken as the factory refusing them, so the caller is
+    told which setting is wrong (``BAD_REQUEST`` / a usage exit) rather than seeing a
+    traceback.  Without settings such an error is the plugin's own and is left as it is.
+    """
+    try:
+        return make()
+    except InvalidOption:
+        raise
+    except (TypeError, ValueError) as exc:
+        if not options:
+            raise
+        raise _option_error(owner, options, exc) from None
+
+
+def _option_error(owner: str, options: Mapping[str, Any], exc: Exception) -> InvalidOption:
+    """The :class:`InvalidOption` a factory's ``TypeError``/``ValueError`` stands for: the
+    option it names (an unexpected keyword, else the first given key the message mentions,
+    else the only key given)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    keys = [str(k) for k in options]
+    found = _UNEXPECTED_KEYWORD.search(text)
+    if found is not None and found.group(1) in keys:
+        option: str | None = found.group(1)
+        message = f"{owner} has no setting {option!r}"
+    else:
+        named = [k for k in keys if k and re.search(rf"(?<![\w]){re.escape(k)}(?![\w])", text)]
+        # the one it mentions, else the only one given: either way the one refused
+        option = named[0] if named else keys[0] if len(keys) == 1 else None
+        message = f"{owner} refused its settings: {text}"
+    return InvalidOption(option, message)
 
 
 _default: Registry | None = None

@@ -42,8 +42,10 @@ class TemplateBackend:
     score_scale = ScoreScale(name="word_overlap", meaning="query words found in the passage")
     capabilities = Capabilities(persistence=True, concurrent_writers=True)
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, *, min_overlap: int = 1) -> None:
         self.home = Path(home)
+        self.min_overlap = min_overlap
+        """Query words a passage must share to match (the ``min_overlap`` setting)."""
         self._lock = threading.Lock()
 
     def readiness(self) -> Readiness:
@@ -118,7 +120,7 @@ class TemplateBackend:
             if deadline.expired():
                 return IndexTimeout(index=index, backend=self.name, deadline_s=deadline.seconds)
             overlap = len(words & set(_WORD.findall(raw["text"].lower())))
-            if overlap:
+            if overlap >= self.min_overlap:
                 scored.append((overlap, raw["id"], raw))
         scored.sort(key=lambda s: (-s[0], s[1]))
         if not scored:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from indexplug.errors import InvalidOption
 from indexplug.hookspecs import hookimpl
 from indexplug.protocols import EmbedderSpec, Granularity, Readiness, Vector
 
@@ -80,6 +81,11 @@ class HashingEmbedder:
 
 
 def _factory(model: str, options: Mapping[str, Any]) -> HashingEmbedder:
+    unknown = sorted(str(k) for k in options if k != "dim")
+    if unknown:  # its one option; anything else would be ignored without a word
+        raise InvalidOption(
+            unknown[0], f"the hashing embedder's only option is dim, got {', '.join(unknown)}"
+        )
     if model in ("", "default"):
         dim = int(options.get("dim", 256))
     elif model.isdigit():

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from indexplug.errors import InvalidOption
+
 DEFAULT_EMBEDDER = "sentence-transformers:all-MiniLM-L6-v2"
 
 Mode = Literal["embedded", "server"]
@@ -28,16 +30,16 @@ def _bool(key: str, value: Any) -> bool:
         return True
     if text in _FALSE:
         return False
-    raise ValueError(f"chroma option {key} must be true or false, got {value!r}")
+    raise InvalidOption(key, f"chroma option {key} must be true or false, got {value!r}")
 
 
 def _positive(key: str, value: Any, kind: type[int] | type[float]) -> Any:
     try:
         number = kind(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"chroma option {key} must be a number, got {value!r}") from None
-    if number <= 0:
-        raise ValueError(f"chroma option {key} must be positive, got {value!r}")
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidOption(key, f"chroma option {key} must be a number, got {value!r}") from None
+    if not 0 < number < float("inf"):  # NaN too
+        raise InvalidOption(key, f"chroma option {key} must be positive, got {value!r}")
     return number
 
 
@@ -79,33 +81,42 @@ class ChromaSettings:
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> ChromaSettings:
         known = set(cls.__dataclass_fields__)
-        unknown = set(options) - known
+        unknown = sorted(str(k) for k in options if k not in known)
         if unknown:
-            raise ValueError(
-                f"unknown chroma option(s): {', '.join(sorted(unknown))} "
-                f"(known: {', '.join(sorted(known))})"
+            raise InvalidOption(
+                unknown[0],
+                f"unknown chroma option(s): {', '.join(unknown)} "
+                f"(known: {', '.join(sorted(known))})",
             )
         o = dict(options)
         mode = str(o.get("mode", "embedded")).strip().lower()
         if mode not in ("embedded", "server"):
-            raise ValueError(f"chroma option mode must be 'embedded' or 'server', got {mode!r}")
+            raise InvalidOption(
+                "mode", f"chroma option mode must be 'embedded' or 'server', got {mode!r}"
+            )
         embedder = str(o.get("embedder") or DEFAULT_EMBEDDER)
         if ":" not in embedder:
-            raise ValueError(f"chroma option embedder is a spec PROVIDER:MODEL, got {embedder!r}")
+            raise InvalidOption(
+                "embedder", f"chroma option embedder is a spec PROVIDER:MODEL, got {embedder!r}"
+            )
         cache = o.get("embed_cache", True)
         cache_dir = o.get("embed_cache_dir")
         port = _positive("port", o.get("port", 8000), int)
         if port > 65535:
-            raise ValueError(f"chroma option port must be at most 65535, got {port}")
+            raise InvalidOption("port", f"chroma option port must be at most 65535, got {port}")
         ef = o.get("ef_search", 256)
         try:
             count_ttl = float(o.get("count_ttl_s", 1.0))
         except (TypeError, ValueError):
-            raise ValueError(
-                f"chroma option count_ttl_s must be a number, got {o.get('count_ttl_s')!r}"
+            raise InvalidOption(
+                "count_ttl_s",
+                f"chroma option count_ttl_s must be a number, got {o.get('count_ttl_s')!r}",
             ) from None
-        if count_ttl < 0:
-            raise ValueError(f"chroma option count_ttl_s must be 0 or more, got {count_ttl}")
+        if not 0 <= count_ttl < float("inf"):
+            raise InvalidOption(
+                "count_ttl_s",
+                f"chroma option count_ttl_s must be a finite 0 or more, got {count_ttl}",
+            )
         return cls(
             embedder=embedder,
             mode=mode,  # type: ignore[arg-type]

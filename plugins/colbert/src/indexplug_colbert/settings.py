@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from indexplug.errors import InvalidOption
+
 from indexplug_colbert.engines import DEFAULT_ENGINE, ENGINES
 
 SETTINGS_FILE = "index.json"
@@ -42,17 +44,21 @@ class BackendSettings:
         engine = str(options.get("engine") or DEFAULT_ENGINE).strip().lower()
         if engine not in ENGINES:
             known = ", ".join(sorted(ENGINES))
-            raise ValueError(f"unknown colbert engine {engine!r} (engines: {known})")
+            raise InvalidOption("engine", f"unknown colbert engine {engine!r} (engines: {known})")
         fallback = options.get("fallback")
         if fallback in (None, "", "none", False):
             fallback = None
         elif str(fallback).strip().lower() in FALLBACKS:
             fallback = str(fallback).strip().lower()
         else:
-            raise ValueError(f"colbert setting fallback must be one of {FALLBACKS} or unset")
+            raise InvalidOption(
+                "fallback", f"colbert setting fallback must be one of {FALLBACKS} or unset"
+            )
         embedder = options.get("embedder")
         if embedder is not None and (not isinstance(embedder, str) or ":" not in embedder):
-            raise ValueError(f"colbert setting embedder is 'PROVIDER:MODEL', got {embedder!r}")
+            raise InvalidOption(
+                "embedder", f"colbert setting embedder is 'PROVIDER:MODEL', got {embedder!r}"
+            )
         rest = {k: v for k, v in options.items() if k not in BACKEND_OPTIONS}
         return cls(engine=engine, fallback=fallback, embedder=embedder), rest
 

@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from indexplug.errors import InvalidOption
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 Mode = Literal["bm25", "knn", "hybrid"]
@@ -135,15 +136,19 @@ class ElasticOptions(BaseModel):
 
 
 def parse_options(options: Mapping[str, Any]) -> ElasticOptions:
-    """Validate raw settings; a :class:`ValueError` names every bad key."""
+    """Validate raw settings; an :class:`InvalidOption` (a ``ValueError``) names every bad key,
+    and its ``option`` is the first of them (``None`` when the problem is a combination)."""
     try:
         return ElasticOptions.model_validate(dict(options))
     except ValidationError as exc:
         problems = []
+        first: str | None = None
         for err in exc.errors():
             where = ".".join(str(p) for p in err["loc"]) or "options"
+            if err["loc"] and first is None:
+                first = str(err["loc"][0])
             msg = str(err["msg"]).removeprefix("Value error, ")
             if err["type"] == "extra_forbidden":
                 msg = "unknown option"
             problems.append(f"{where}: {msg}")
-        raise ValueError("invalid elastic option(s): " + "; ".join(problems)) from None
+        raise InvalidOption(first, "invalid elastic option(s): " + "; ".join(problems)) from None

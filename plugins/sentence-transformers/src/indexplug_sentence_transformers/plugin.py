@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
+from indexplug.errors import InvalidOption
 from indexplug.hookspecs import hookimpl
 from indexplug.protocols import Embedder, EmbedderSpec
 
@@ -22,6 +23,23 @@ from indexplug_sentence_transformers.embedder import (
 _OPTIONS = {"device", "batch_size", "max_seq_length", "progress_min", "query_dtype"}
 
 
+def _count(key: str, value: Any, low: int) -> int:
+    """A whole-number setting (a number, or text that reads as one), refused naming the key."""
+    try:
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise TypeError
+        n = int(value)
+    except (TypeError, ValueError):
+        raise InvalidOption(
+            key, f"sentence-transformers option {key} must be a whole number, got {value!r}"
+        ) from None
+    if n < low:
+        raise InvalidOption(
+            key, f"sentence-transformers option {key} must be at least {low}, got {n}"
+        )
+    return n
+
+
 def make_embedder(model: str, options: Mapping[str, Any]) -> SentenceTransformerEmbedder:
     # (``dim`` and ``granularities`` are read-only properties, computed on demand; the
     # protocol's plain attributes are what they look like to callers.)
@@ -32,18 +50,21 @@ def make_embedder(model: str, options: Mapping[str, Any]) -> SentenceTransformer
     a backend asks for its embedder by spec alone, so the environment is how a deployment
     picks a GPU or a batch size for every index at once.
     """
-    unknown = set(options) - _OPTIONS
+    unknown = sorted(str(k) for k in options if k not in _OPTIONS)
     if unknown:
-        raise ValueError(f"unknown sentence-transformers option(s): {', '.join(sorted(unknown))}")
+        raise InvalidOption(
+            unknown[0], f"unknown sentence-transformers option(s): {', '.join(unknown)}"
+        )
     device = options.get("device") or os.environ.get("INDEXPLUG_ST_DEVICE") or None
-    batch = options.get("batch_size") or os.environ.get("INDEXPLUG_ST_BATCH_SIZE")
+    # a value given is checked, 0 included (it must not fall back to the default unnoticed)
+    batch = options.get("batch_size", os.environ.get("INDEXPLUG_ST_BATCH_SIZE") or None)
     max_len = options.get("max_seq_length")
     return SentenceTransformerEmbedder(
         model,
         device=str(device) if device else None,
-        batch_size=int(batch) if batch else DEFAULT_BATCH_SIZE,
-        max_seq_length=int(max_len) if max_len else None,
-        progress_min=int(options.get("progress_min", PROGRESS_MIN)),
+        batch_size=_count("batch_size", batch, 1) if batch is not None else DEFAULT_BATCH_SIZE,
+        max_seq_length=_count("max_seq_length", max_len, 1) if max_len is not None else None,
+        progress_min=_count("progress_min", options.get("progress_min", PROGRESS_MIN), 0),
         query_dtype=str(
             options.get("query_dtype") or os.environ.get("INDEXPLUG_ST_QUERY_DTYPE") or "auto"
         ),

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from indexplug.errors import InvalidOption
+
 from indexplug_colbert.manifest import CodebookSettings
 
 OPTIONS = frozenset(
@@ -39,13 +41,15 @@ not just refused)."""
 def _int(options: Mapping[str, Any], key: str, default: int, low: int) -> int:
     value = options.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f"colbert setting {key} must be an integer, got {value!r}")
+        raise InvalidOption(key, f"colbert setting {key} must be an integer, got {value!r}")
     try:
         n = int(value)
     except ValueError:
-        raise ValueError(f"colbert setting {key} must be an integer, got {value!r}") from None
+        raise InvalidOption(
+            key, f"colbert setting {key} must be an integer, got {value!r}"
+        ) from None
     if n < low:
-        raise ValueError(f"colbert setting {key} must be at least {low}, got {n}")
+        raise InvalidOption(key, f"colbert setting {key} must be at least {low}, got {n}")
     return n
 
 
@@ -82,22 +86,32 @@ class NativeSettings:
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> NativeSettings:
-        unknown = set(options) - OPTIONS
+        unknown = sorted(str(k) for k in options if k not in OPTIONS)
         if unknown:
-            hints = "".join(f"; {RENAMED[k]}" for k in sorted(unknown) if k in RENAMED)
-            raise ValueError(
-                f"unknown native engine setting(s): {', '.join(sorted(unknown))}{hints}"
+            hints = "".join(f"; {RENAMED[k]}" for k in unknown if k in RENAMED)
+            raise InvalidOption(
+                unknown[0], f"unknown native engine setting(s): {', '.join(unknown)}{hints}"
             )
-        per_sqrt = float(options.get("centroids_per_sqrt", CodebookSettings.per_sqrt))
+        try:
+            per_sqrt = float(options.get("centroids_per_sqrt", CodebookSettings.per_sqrt))
+        except (TypeError, ValueError):
+            per_sqrt = -1.0  # refused just below, naming the setting
         if not 0.1 <= per_sqrt <= 64:
-            raise ValueError("colbert setting centroids_per_sqrt must be between 0.1 and 64")
+            raise InvalidOption(
+                "centroids_per_sqrt",
+                "colbert setting centroids_per_sqrt must be between 0.1 and 64",
+            )
         cache_dir = options.get("embed_cache_dir")
         try:
             weight = float(options.get("pooled_weight", cls.pooled_weight))
         except (TypeError, ValueError):
-            raise ValueError("colbert setting pooled_weight must be a number") from None
+            raise InvalidOption(
+                "pooled_weight", "colbert setting pooled_weight must be a number"
+            ) from None
         if not 0 <= weight <= 100:
-            raise ValueError("colbert setting pooled_weight must be between 0 and 100")
+            raise InvalidOption(
+                "pooled_weight", "colbert setting pooled_weight must be between 0 and 100"
+            )
         return cls(
             candidates=_int(options, "candidates", cls.candidates, 1),
             reach_pool=_int(options, "reach_pool", cls.reach_pool, 1),

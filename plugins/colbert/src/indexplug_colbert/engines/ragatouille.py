@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from indexplug.deadlines import Deadline
+from indexplug.errors import InvalidOption
 from indexplug.passages import Passage
 from indexplug.protocols import Embedder, Readiness
 
@@ -123,9 +124,11 @@ class RagatouilleSettings:
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> RagatouilleSettings:
-        unknown = set(options) - OPTIONS
+        unknown = sorted(str(k) for k in options if k not in OPTIONS)
         if unknown:
-            raise ValueError(f"unknown ragatouille engine setting(s): {', '.join(sorted(unknown))}")
+            raise InvalidOption(
+                unknown[0], f"unknown ragatouille engine setting(s): {', '.join(unknown)}"
+            )
 
         def integer(key: str, default: int, low: int) -> int:
             value = options.get(key, default)
@@ -133,12 +136,12 @@ class RagatouilleSettings:
                 if isinstance(value, bool):
                     raise ValueError
                 n = int(value)
-            except (TypeError, ValueError):
-                raise ValueError(
-                    f"colbert setting {key} must be an integer, got {value!r}"
+            except (TypeError, ValueError, OverflowError):
+                raise InvalidOption(
+                    key, f"colbert setting {key} must be an integer, got {value!r}"
                 ) from None
             if n < low:
-                raise ValueError(f"colbert setting {key} must be at least {low}, got {n}")
+                raise InvalidOption(key, f"colbert setting {key} must be at least {low}, got {n}")
             return n
 
         checkpoint = str(options.get("checkpoint") or DEFAULT_CHECKPOINT).strip()
