@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import click
 import typer
 
 HERE = Path(__file__).resolve().parent
@@ -23,7 +22,8 @@ REF = HERE / "reference"
 
 
 def _cli() -> str:
-    from indexplug.cli.app import app
+    from indexplug.cli.app import PIPE_CLOSED, app
+    from indexplug.outcomes import EXIT_CODES
 
     root = typer.main.get_command(app)
     lines = [
@@ -31,12 +31,29 @@ def _cli() -> str:
         "",
         "Generated from the command line itself by `docs/gen_reference.py`.",
         "",
+        "## Exit codes",
+        "",
+        "| exit | meaning |",
+        "|---|---|",
+    ]
+    by_code: dict[int, list[str]] = {}
+    for name, code in EXIT_CODES.items():
+        by_code.setdefault(code, []).append(f"`{name}`")
+    for code, names in sorted(by_code.items()):
+        usage = ", or a usage error (one `error:` line)" if "`BAD_REQUEST`" in names else ""
+        lines.append(f"| {code} | {', '.join(names)}{usage} |")
+    lines += [
+        "| 130 | interrupted |",
+        f"| {PIPE_CLOSED} | the reader of the output went away (`\\| head -1`) |",
+        "",
     ]
 
-    def walk(cmd: click.Command, path: list[str]) -> None:
-        if isinstance(cmd, click.Group):
-            for name in sorted(cmd.commands):
-                walk(cmd.commands[name], [*path, name])
+    def walk(cmd: Any, path: list[str]) -> None:
+        # typer may carry its own copy of click: a group is whatever has subcommands
+        commands = getattr(cmd, "commands", None)
+        if isinstance(commands, dict):
+            for name in sorted(commands):
+                walk(commands[name], [*path, name])
             return
         lines.append(f"## `{' '.join(path)}`")
         lines.append("")
@@ -48,7 +65,7 @@ def _cli() -> str:
         for p in cmd.params:
             if p.name == "help":
                 continue
-            if isinstance(p, click.Option):
+            if getattr(p, "param_type_name", "") == "option":
                 name = ", ".join(f"`{o}`" for o in p.opts)
                 kind = "flag" if p.is_flag else "option"
                 helptext = (p.help or "").replace("|", "\\|")

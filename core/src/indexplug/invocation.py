@@ -5,6 +5,8 @@ model, runs the op against the configured index and answers one JSON object (see
 :class:`indexplug.ops.Answer`).  It never raises for a bad request: malformed arguments answer
 ``BAD_REQUEST`` naming the field, a sensitive op the configuration does not allow answers
 ``NOT_ALLOWED``, and anything unexpected answers ``INDEX_FAILED`` with the error's type.
+Arguments are JSON and strictly typed: text that is not JSON, ``NaN``, nesting deeper than
+:data:`MAX_ARGS_DEPTH`, ``"top_k": "3"`` or ``true`` are all ``BAD_REQUEST``, never converted.
 
 :class:`Invoker` is the long-lived form (the MCP server holds one): it keeps each index's backend
 open between calls.  ``invoke()`` makes one for a single call and closes it.
@@ -31,9 +33,11 @@ from indexplug.errors import (
     UnknownEmbedder,
 )
 from indexplug.fusion import FUSION_BACKEND, fuse_targets, fused_target
+from indexplug.ingest import IngestReport
 from indexplug.names import validate_index_name
 from indexplug.neighbours import chunkings, expand, record_chunking
 from indexplug.ops import (
+    BATCH_ANSWERED,
     OPS,
     UNTRUSTED_NOTICE,
     AddArgs,
@@ -64,8 +68,10 @@ from indexplug.ops import (
     StatusData,
     WriteEvidence,
     _SearchCommon,
+    batch_code,
 )
 from indexplug.outcomes import (
+    EXIT_CODES,
     BadRequest,
     Indexed,
     IndexFailed,
@@ -84,6 +90,67 @@ from indexplug.plugins import get_registry
 
 BATCH_WORKERS = 8
 DEFAULT_FOLDER_DEADLINE_S = 120.0
+MAX_ARGS_DEPTH = 32
+"""Deepest nesting of arrays and objects the arguments may have (the deepest any op needs is 4:
+``passages`` / a passage / its ``source`` / ``provenance``); deeper is ``BAD_REQUEST``, so no
+input can exhaust the stack of the parser, the validator or anything after them."""
+
+
+def exit_code(answer: Mapping[str, Any]) -> int:
+    """The exit status of an answer (what ``indexplug invoke`` exits with).
+
+    An outcome code maps through :data:`~indexplug.outcomes.EXIT_CODES`; ``LISTED`` is 0; a
+    ``BATCH`` exits by its overall code (``evidence.overall``, see
+    :data:`~indexplug.ops.BATCH_ORDER`); anything else is ``INDEX_FAILED``'s.
+    """
+    code = answer.get("code")
+    if code == "LISTED":
+        return 0 if answer.get("ok") else EXIT_CODES["INDEX_FAILED"]
+    if code == "BATCH":
+        code = (answer.get("evidence") or {}).get("overall")
+    return EXIT_CODES.get(str(code), EXIT_CODES["INDEX_FAILED"])
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_args(text: str | bytes) -> Any:
+    """JSON text as Python values, strictly: ``NaN`` and ``Infinity`` are refused, and so is
+    anything json cannot read (too deep for its recursion, an integer too long to convert).
+    Raises :class:`InvalidRequest` for ``args``."""
+    if not text.strip():
+        return {}
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise InvalidRequest(
+            f"args nest deeper than {MAX_ARGS_DEPTH} levels", field="args"
+        ) from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, a 5000-digit integer
+        reason = " ".join(str(exc).split())[:300]
+        raise InvalidRequest(f"args are not valid JSON: {reason}", field="args") from None
+
+
+def nesting_depth(value: Any, limit: int = MAX_ARGS_DEPTH) -> int:
+    """How deep ``value``'s arrays and objects nest, counted without recursion and only up to
+    ``limit + 1`` (so a cyclic structure stops too)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        depth += 1
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            return deepest
+        stack.extend((child, depth) for child in children)
+    return deepest
 
 
 def _answer_type(op: str) -> type[Answer[Any, Any]]:
@@ -105,6 +172,14 @@ def bad_request(op: str, reason: str, field: str | None = None, index: str = "")
 
 def _field(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc) or "args"
+
+
+def _validation_reason(exc: ValidationError) -> tuple[str, str]:
+    """The first problem of a failed validation as (reason, field), one line."""
+    first = exc.errors()[0]
+    msg = str(first["msg"]).removeprefix("Value error, ")
+    more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
+    return f"{msg}{more}", _field(first["loc"])
 
 
 def _problem_of(outcome: Any) -> Problem | None:
@@ -244,22 +319,23 @@ class Invoker:
             return bad_request(str(op), f"no op named {op!r} (ops: {known})", field="op")
         if isinstance(args, str | bytes):
             try:
-                args = json.loads(args) if args.strip() else {}
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                return bad_request(op, f"args are not valid JSON: {exc}", field="args")
+                args = parse_args(args)
+            except InvalidRequest as exc:
+                return bad_request(op, str(exc), field=exc.field)
         if args is None:
             args = {}
         if not isinstance(args, Mapping):
             return bad_request(op, f"args must be a JSON object, not {type(args).__name__}", "args")
         spec = OPS[op]
         try:
+            if nesting_depth(args) > MAX_ARGS_DEPTH:
+                return bad_request(op, f"args nest deeper than {MAX_ARGS_DEPTH} levels", "args")
             parsed = spec.args.model_validate(dict(args))
         except ValidationError as exc:
-            first = exc.errors()[0]
-            more = (
-                f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
-            )
-            return bad_request(op, f"{first['msg']}{more}", field=_field(first["loc"]))
+            reason, field = _validation_reason(exc)
+            return bad_request(op, reason, field=field)
+        except Exception as exc:  # a mapping that cannot even be read as arguments
+            return bad_request(op, f"args cannot be read: {type(exc).__name__}", "args")
         index = str(getattr(parsed, "index", "") or "")
         try:
             if spec.sensitive and not self.allows_remove(index):
@@ -426,7 +502,8 @@ class Invoker:
         counts: dict[str, int] = {}
         for it in items:
             counts[it.code] = counts.get(it.code, 0) + 1
-        ok = all(it.ok for it in items)
+        overall = batch_code(counts)
+        ok = overall in BATCH_ANSWERED
         failed = len(items) - sum(1 for it in items if it.ok)
         legs = list(t.options.get("members", [])) if t.backend_name == FUSION_BACKEND else []
         return OPS["batch_search"].result(
@@ -438,7 +515,12 @@ class Invoker:
             + (f"; {failed} did not get an answer from the index." if failed else "."),
             data=BatchData(results=items),
             evidence=BatchEvidence(
-                index=t.index, backend=t.backend_name, queries=len(items), counts=counts, legs=legs
+                index=t.index,
+                backend=t.backend_name,
+                queries=len(items),
+                counts=counts,
+                overall=overall,
+                legs=legs,
             ),
             untrusted=any(it.untrusted for it in items),
             notice=UNTRUSTED_NOTICE if any(it.untrusted for it in items) else None,
@@ -594,8 +676,10 @@ class Invoker:
 
         if a.overlap >= a.max_chars:
             raise InvalidRequest("overlap must be smaller than max_chars", field="overlap")
-        path = Path(a.path).expanduser()
-        resolved = path.resolve()
+        try:
+            resolved = Path(a.path).expanduser().resolve()
+        except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a name too long
+            raise InvalidRequest(f"{a.path!r} cannot be resolved: {exc}", field="path") from None
         roots = self.folder_roots()
         if not any(resolved == r or resolved.is_relative_to(r) for r in roots):
             shown = ", ".join(str(r) for r in roots)
@@ -604,7 +688,11 @@ class Invoker:
                 f"({shown}; set defaults.folders)",
                 field="path",
             )
-        if not resolved.exists():
+        try:
+            found = resolved.exists()
+        except OSError:  # a name too long for the file system, say
+            found = False
+        if not found:
             raise InvalidRequest(f"{a.path} does not exist", field="path")
         t = self.target(a.index)
         max_bytes = a.max_bytes or t.max_bytes
@@ -622,24 +710,16 @@ class Invoker:
         ev = FolderEvidence(
             index=t.index, backend=t.backend_name, path=str(resolved), max_bytes=max_bytes
         )
+        code = folder_code(report)
         if report.ok:
             message = (
                 f"Indexed {report.files_indexed} file(s) into '{t.index}' "
                 f"({report.passages_added} passage(s) added, {report.passages_known} known, "
                 f"{report.passages_removed} removed); {report.files_unchanged} unchanged."
             )
-            code, problem = "INDEXED", None
+            problem = None
         else:
             first = report.failures[0]
-            code = "INDEX_FAILED"
-            for c, marker in (
-                ("OVER_BUDGET", "over its budget"),
-                ("INDEX_UNAVAILABLE", "is unavailable"),
-                ("INDEX_TIMEOUT", "timed out"),
-            ):
-                if marker in first:
-                    code = c
-                    break
             message = (
                 f"Indexing '{t.index}' was incomplete: {len(report.failures)} write(s) failed "
                 f"({first})"
@@ -654,6 +734,23 @@ class Invoker:
             evidence=ev,
             problem=problem,
         )  # type: ignore[return-value]
+
+
+def folder_code(report: IngestReport) -> str:
+    """The code of an ``index_folder`` run: ``INDEXED``, else what its first failed write
+    said (``OVER_BUDGET``, ``INDEX_UNAVAILABLE``, ``INDEX_TIMEOUT``; otherwise
+    ``INDEX_FAILED``).  The CLI's ``index`` exits by it too."""
+    if report.ok:
+        return "INDEXED"
+    first = report.failures[0]
+    for code, marker in (
+        ("OVER_BUDGET", "over its budget"),
+        ("INDEX_UNAVAILABLE", "is unavailable"),
+        ("INDEX_TIMEOUT", "timed out"),
+    ):
+        if marker in first:
+            return code
+    return "INDEX_FAILED"
 
 
 def _to_passage(p: Any, i: int) -> Passage:
@@ -694,7 +791,7 @@ def invoke(
     """
     try:
         invoker = Invoker.from_source(config)
-    except ConfigError as exc:
+    except (ConfigError, OSError, ValueError) as exc:  # a bad file, or a path that is none
         return bad_request(str(op), str(exc), field="config")
     with invoker:
         return invoker.invoke(op, args)

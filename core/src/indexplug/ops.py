@@ -9,10 +9,11 @@ from these models, so they cannot drift from what the code accepts and answers.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from indexplug.guard import MAX_BATCH, MAX_QUERY_CHARS, MAX_REMOVE_IDS
 from indexplug.ingest import IngestReport
@@ -33,7 +34,10 @@ UNTRUSTED_NOTICE = (
 
 
 class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Arguments are JSON and taken as typed: an unknown key, ``"top_k": "3"``,
+    ``"top_k": true`` or ``3.0``, ``NaN`` and infinities are refused, never converted."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 IndexName = Field(
@@ -96,6 +100,18 @@ class _SearchCommon(_Args):
     )
     rrf_k: int = Field(default=60, gt=0, le=10_000)
 
+    @field_validator("filters")
+    @classmethod
+    def _filter_keys(
+        cls, value: dict[str, MetadataValue] | None
+    ) -> dict[str, MetadataValue] | None:
+        # Every other character works as a key on every backend; a NUL cannot be told apart
+        # from the end of the key by SQLite's JSON functions or from the separator of
+        # elastic's filter terms, so it is refused rather than silently never matching.
+        if value and any("\x00" in k for k in value):
+            raise ValueError("a filter key contains a NUL character")
+        return value
+
 
 class SearchArgs(_SearchCommon):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="Plain-text query.")
@@ -139,6 +155,14 @@ class IndexFolderArgs(_Args):
     deadline_s: float | None = Field(
         default=None, gt=0, le=3600, description="Seconds each write may take (default 120)."
     )
+
+    @field_validator("path")
+    @classmethod
+    def _no_nul(cls, value: str) -> str:
+        # no file system takes a NUL in a name: a caller's mistake, not an index failure
+        if "\x00" in value:
+            raise ValueError("the path contains a NUL character")
+        return value
 
 
 class NoArgs(_Args):
@@ -256,9 +280,40 @@ class BatchData(BaseModel):
     results: list[BatchItem]
 
 
+BATCH_ORDER = (
+    "INDEX_FAILED",
+    "INDEX_UNAVAILABLE",
+    "INDEX_TIMEOUT",
+    "BAD_REQUEST",
+    "SEARCHED",
+    "NO_MATCH",
+    "INDEX_EMPTY",
+)
+"""A batch's overall code is the first code of this order any of its members ended in: a
+failure before a refused query, and among answers the most informative.  When every member
+ended alike, that is their code."""
+BATCH_ANSWERED = frozenset({"SEARCHED", "NO_MATCH", "INDEX_EMPTY"})
+
+
+def batch_code(codes: Iterable[str]) -> str:
+    """The overall code of a batch whose members ended in ``codes`` (see
+    :data:`BATCH_ORDER`); a code outside the order counts as ``INDEX_FAILED``."""
+    seen = set(codes)
+    if seen - set(BATCH_ORDER):
+        return "INDEX_FAILED"
+    return next((c for c in BATCH_ORDER if c in seen), "INDEX_FAILED")
+
+
 class BatchEvidence(IndexEvidence):
     queries: int
     counts: dict[str, int] = Field(description="How many queries ended in each code.")
+    overall: str = Field(
+        default="SEARCHED",
+        description="The batch's code by its members: the first of "
+        + ", ".join(BATCH_ORDER)
+        + " that any member ended in (so when all ended alike, theirs).  The exit status "
+        "follows it, and ok is true when it is SEARCHED, NO_MATCH or INDEX_EMPTY.",
+    )
     legs: list[str] = Field(default_factory=list)
 
 

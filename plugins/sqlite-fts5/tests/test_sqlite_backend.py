@@ -21,6 +21,7 @@ from indexplug import (
     IndexEmpty,
     IndexFailed,
     IndexTimeout,
+    InvalidQuery,
     NoMatch,
     OverBudget,
     Passage,
@@ -100,6 +101,10 @@ def test_filters_are_equality_on_metadata(guard: Guard) -> None:
 )
 def test_fts5_syntax_is_just_words(guard: Guard, query: str) -> None:
     guard.add("docs", corpus(10))
+    if not any(c.isalnum() for c in query):  # no word to search: refused, not a "no match"
+        with pytest.raises(InvalidQuery):
+            guard.search("docs", query)
+        return
     out = guard.search("docs", query)
     assert isinstance(out, Searched | NoMatch), out
     assert guard.status("docs").passages == 10  # type: ignore[union-attr]

@@ -2,15 +2,19 @@
 
 Every command that lists or reports has ``--json`` with a stable shape (the outcome models'
 JSON).  Exit codes tell a result (0), no match (1), an empty index (2) and each failure kind apart
-(see :data:`indexplug.outcomes.EXIT_CODES`); a usage or input error exits 64 with one sentence on
-stderr, never a traceback.
+(see :data:`indexplug.outcomes.EXIT_CODES`); a usage or input error, click's own included (an
+unknown option, ``-k abc``), exits 64 with one sentence on stderr, never a traceback; an error
+nobody expected exits 3 (``INDEX_FAILED``) with one sentence too.  Only 130 (interrupted) and
+141 (the reader of the output went away) are outside the table, as in any shell.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -19,22 +23,122 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from typer.core import TyperGroup
 
 from indexplug.cli.resolve import Target, resolve_target
-from indexplug.errors import IndexplugError
+from indexplug.errors import IndexplugError, InvalidRequest
 from indexplug.outcomes import EXIT_CODES, Searched
 from indexplug.passages import Passage
+
+BAD_INPUT = EXIT_CODES["BAD_REQUEST"]
+FAILED = EXIT_CODES["INDEX_FAILED"]
+INTERRUPTED = 130
+PIPE_CLOSED = 141
+
+
+class _Console(Console):
+    """rich's console, except that output nobody reads any more (``| head -1``) exits 141 as
+    a shell would say, not rich's 1, which is ``NO_MATCH`` here."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise typer.Exit(PIPE_CLOSED)
+
+
+out = _Console()
+err = _Console(stderr=True)
+_CLICK_ERROR: type[Exception] = next(
+    c for c in type(typer.BadParameter("")).__mro__ if c.__name__ == "ClickException"
+)
+"""click's base of its usage and file errors (typer may carry its own copy of click, so it is
+found from ``typer.BadParameter`` rather than imported)."""
+
+
+def one_line(text: str, limit: int = 2000) -> str:
+    """``text`` as one printable line of at most about ``limit`` characters: line breaks and
+    control characters (a terminal escape in a hostile name) are shown escaped, never acted on,
+    and a 100,000-character value echoed in a message is cut."""
+    if len(text) > limit:
+        text = f"{text[:limit]}... ({len(text) - limit:,} more characters)"
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+class Commands(TyperGroup):
+    """The command group, so that no input ends in a traceback or a code outside the table.
+
+    click exits 2 on a usage error (which is ``INDEX_EMPTY`` here) and 1 on an abort (``NO_MATCH``
+    here): both exit 64 instead.  An exception no command expected is one sentence and exit 3;
+    ``INDEXPLUG_TRACE=1`` adds the traceback for whoever debugs it.
+    """
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, _CLICK_ERROR):
+            raise
+        except BrokenPipeError:
+            out.on_broken_pipe()  # written past rich, as invoke does: the same exit
+        except Exception as exc:
+            if os.environ.get("INDEXPLUG_TRACE"):
+                traceback.print_exc()
+            what = getattr(ctx, "invoked_subcommand", None) or "the command"
+            raise fail(f"{what} failed unexpectedly: {type(exc).__name__}: {exc}", FAILED) from None
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _CLICK_ERROR as exc:
+            if not standalone_mode:
+                raise
+            _usage_error(exc)
+            code = BAD_INPUT
+        except typer.Abort:
+            if not standalone_mode:
+                raise
+            err.print("[bold red]error:[/] aborted (nothing was confirmed)", highlight=False)
+            code = BAD_INPUT
+        else:
+            code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
+        if not standalone_mode:
+            return code
+        sys.exit(code)
+
+
+def _usage_error(exc: Exception) -> None:
+    """Print click's usage error as one sentence (the help itself for a bare group)."""
+    ctx = getattr(exc, "ctx", None)
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        # its message is the help, which typer's rich help has printed already (it returns "")
+        text = exc.format_message() if hasattr(exc, "format_message") else ""
+        if text.strip():
+            err.print(escape(text), highlight=False)
+        return
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    err.print(
+        f"[bold red]error:[/] {escape(one_line(message))}{escape(hint)}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
 
 app = typer.Typer(
     name="indexplug",
     help="Many retrieval index backends behind one honest interface.",
+    cls=Commands,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console()
-err = Console(stderr=True)
-BAD_INPUT = 64
 
 T = TypeVar("T")
 
@@ -59,18 +163,30 @@ DeadlineOpt = Annotated[
 
 
 def fail(message: str, code: int = BAD_INPUT) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    """Print ``message`` as one ``error:`` line on stderr; the exit to raise with ``code``."""
+    err.print(f"[bold red]error:[/] {escape(one_line(message))}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
 def guarded(fn: Callable[[], T]) -> T:
-    """Run a command body, turning expected errors into one sentence and an exit code."""
+    """Run a command body, turning expected errors into one sentence and an exit code.
+
+    The caller's mistakes (a bad request, option, setting, name, configuration or input file,
+    a path that is missing or of the wrong kind) exit 64; any other ``OSError`` (a full disk
+    while saving, an I/O error) is the index failing and exits 3.
+    """
     try:
         return fn()
     except typer.Exit:
         raise
-    except (IndexplugError, FileNotFoundError, NotADirectoryError, ValueError, KeyError) as exc:
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+        raise fail(str(exc)) from None
+    except OSError as exc:
+        raise fail(f"the index could not be written or read: {exc}", FAILED) from None
+    except KeyError as exc:  # str() of a KeyError is the key's repr
         raise fail(str(exc).strip("'\"")) from None
+    except (IndexplugError, ValueError) as exc:
+        raise fail(str(exc)) from None
 
 
 def target(
@@ -150,6 +266,7 @@ def index(
 ) -> None:
     """Index the text files of a folder; re-running updates only what changed."""
     from indexplug.ingest import index_folder
+    from indexplug.invocation import folder_code
 
     def body() -> int:
         t = target(index, backend, option, embedder, config)
@@ -184,8 +301,8 @@ def index(
                 highlight=False,
             )
             for f in report.failures:
-                err.print(f"[red]failed:[/] {f}", highlight=False)
-        return 0 if report.ok else 3
+                err.print(f"[red]failed:[/] {escape(one_line(f))}", highlight=False)
+        return EXIT_CODES[folder_code(report)]
 
     raise typer.Exit(guarded(body))
 
@@ -206,10 +323,7 @@ def add(
 
     def body() -> Any:
         t = target(index, backend, option, embedder, config)
-        if str(file) == "-":
-            lines = sys.stdin.read().splitlines()
-        else:
-            lines = file.read_text(encoding="utf-8").splitlines()
+        lines = _input_lines(file)
         passages = []
         for n, line in enumerate(lines, start=1):
             if not line.strip():
@@ -228,8 +342,9 @@ def add(
                             metadata=data.get("metadata"),
                         )
                     )
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise ValueError(f"line {n} of {file} is not a passage: {exc}") from None
+            except (KeyError, TypeError, ValueError, RecursionError) as exc:
+                reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, RecursionError) else exc
+                raise ValueError(f"line {n} of {file} is not a passage: {reason}") from None
         return t.guard.add(
             t.index, passages, max_bytes=max_bytes or t.max_bytes, deadline_s=deadline
         )
@@ -237,6 +352,21 @@ def add(
     outcome = guarded(body)
     emit(outcome, as_json)
     finish(outcome)
+
+
+def _input_lines(file: Path) -> list[str]:
+    """The lines of the JSONL input (``-``: standard input); a file that cannot be read as
+    UTF-8 text (a folder, no permission, binary) is the caller's mistake, refused naming it."""
+    try:
+        if str(file) == "-":
+            data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+        else:
+            data = file.read_bytes()
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InvalidRequest(f"cannot read {file} as UTF-8 text: {why}", field="file") from None
+    return text.splitlines()
 
 
 @app.command()
@@ -421,7 +551,7 @@ def main() -> None:
         app()
     except KeyboardInterrupt:
         err.print("interrupted")
-        raise SystemExit(130) from None
+        raise SystemExit(INTERRUPTED) from None
 
 
 if __name__ == "__main__":

@@ -140,22 +140,21 @@ def invoke_command(
     config: ConfigOpt = None,
 ) -> None:
     """Run an op from a JSON object and print its JSON answer."""
-    from indexplug.invocation import invoke
+    from indexplug.invocation import exit_code, invoke
 
-    text: str | None = args
+    # bytes, not text: invoke answers BAD_REQUEST for input that is not UTF-8 JSON
+    text: str | bytes | None = args
     if args == "-":
-        text = sys.stdin.read()
+        text = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
     elif args is not None and args.startswith("@"):
         try:
-            text = Path(args[1:]).read_text("utf-8")
-        except OSError as exc:
-            raise _fail(f"cannot read {args[1:]}: {exc.strerror or exc}") from None
+            text = Path(args[1:]).read_bytes()
+        except (OSError, ValueError) as exc:  # missing, a folder, a NUL in the name
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise _fail(f"cannot read {args[1:]!r}: {why}") from None
     answer = invoke(op, text, config=config)
     sys.stdout.write(json.dumps(answer, indent=2, ensure_ascii=False) + "\n")
-    code = answer["code"]
-    if code in ("LISTED", "BATCH"):
-        raise typer.Exit(0 if answer["ok"] else EXIT_CODES["INDEX_FAILED"])
-    raise typer.Exit(EXIT_CODES.get(code, EXIT_CODES["INDEX_FAILED"]))
+    raise typer.Exit(exit_code(answer))
 
 
 def serve_command(

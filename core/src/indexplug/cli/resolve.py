@@ -20,7 +20,9 @@ DEFAULT_BACKEND = "sqlite-fts5"
 
 
 def parse_options(pairs: Iterable[str] | None) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs; values that parse as JSON (numbers, booleans, lists) are typed."""
+    """``KEY=VALUE`` pairs; values that parse as JSON (numbers, booleans, lists) are typed, any
+    other value (JSON nested too deep or an integer too long to read included) stays text, for
+    the backend to take or refuse naming the key."""
     options: dict[str, Any] = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
@@ -28,7 +30,7 @@ def parse_options(pairs: Iterable[str] | None) -> dict[str, Any]:
             raise ValueError(f"--option takes KEY=VALUE, got {pair!r}")
         try:
             options[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             options[key.strip()] = value
     return options
 

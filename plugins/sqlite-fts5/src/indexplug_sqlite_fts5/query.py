@@ -8,6 +8,11 @@ The expression is then bound as a parameter, so nothing typed reaches SQL either
 
 Very common English words are dropped from the query (not from the index) when other words
 remain: they match nearly every passage, cost most of the query's time, and add little to BM25.
+
+A query without a single word token (``"?!"``, ``"--"``) has nothing to search, so it is not a
+"no match": the guard refuses it before any backend is asked (``InvalidQuery``, ``BAD_REQUEST``
+with field ``query``), testing for a character that ``str.isalnum`` accepts, which is exactly
+what ``_TOKEN`` matches.  Every query this backend is given therefore has at least one term.
 """
 
 from __future__ import annotations
@@ -151,7 +156,8 @@ STOPWORDS = frozenset(
 
 
 def query_terms(query: str) -> list[str]:
-    """The distinct lower-case word tokens of ``query``, minus stop words when others remain."""
+    """The distinct lower-case word tokens of ``query``, minus stop words when others remain
+    (never empty for a query the guard let through, see above)."""
     seen: dict[str, None] = {}
     for m in _TOKEN.finditer(query.lower()):
         seen.setdefault(m.group(0), None)
