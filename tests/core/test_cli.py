@@ -31,7 +31,8 @@ def test_index_search_status_remove_flow(tmp_path: Path) -> None:
     assert r.exit_code == EXIT_CODES["INDEX_EMPTY"]
     r = run("remove", pid, "--index", "guide", input="n\n")
     assert r.exit_code != 0
-    assert json.loads(run("status", "--index", "guide", "--json").output)["passages"] == 1
+    # guide.md's passage and the ingest marker (docs/security.md, "What is confined")
+    assert json.loads(run("status", "--index", "guide", "--json").output)["passages"] == 2
     r = run("remove", pid, "--index", "guide", "--yes", "--json")
     assert r.exit_code == 0 and json.loads(r.output)["removed"] == 1
 

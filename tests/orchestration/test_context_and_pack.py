@@ -8,6 +8,7 @@ import pytest
 from indexplug import Guard, Passage
 from indexplug.neighbours import expand
 from indexplug.ops import Context, HitOut
+from indexplug.outcomes import Neighbours
 from indexplug.packing import estimate_tokens, merge_spans, pack
 from orchestration_plugins import _Base
 
@@ -24,7 +25,12 @@ class WithNeighbours(_Base):
         if self.answer is not None:
             return self.answer
         at = [p.id for p in DOC].index(passage_id)
-        return {"before": DOC[max(0, at - before) : at], "after": DOC[at + 1 : at + 1 + after]}
+        return Neighbours(
+            index=index,
+            passage_id=passage_id,
+            before=DOC[max(0, at - before) : at],
+            after=DOC[at + 1 : at + 1 + after],
+        )
 
 
 def test_the_backends_neighbours_op_is_used() -> None:
@@ -37,8 +43,29 @@ def test_the_backends_neighbours_op_is_used() -> None:
 @pytest.mark.parametrize(
     "answer, why",
     [
-        ({"before": [Passage.create("elsewhere", "mem://other")], "after": []}, "another source"),
-        ([1, 2], "returned list"),
+        (
+            Neighbours(
+                index="i",
+                passage_id=DOC[2].id,
+                before=[Passage.create("elsewhere", "mem://other")],
+            ),
+            "another source",
+        ),
+        ([1, 2], "answered INDEX_FAILED"),
+        (
+            {"before": [], "after": []},  # the old mapping answer is not an outcome
+            "answered INDEX_FAILED",
+        ),
+        (
+            Neighbours.model_construct(
+                index="i",
+                backend="",
+                passage_id=DOC[2].id,
+                before=[DOC[1].model_copy(update={"metadata": {"forged": True}})],
+                after=[],
+            ),
+            "no longer matches its digest",
+        ),
     ],
 )
 def test_a_bad_neighbours_answer_is_not_served(answer: Any, why: str) -> None:

@@ -1,29 +1,57 @@
 """Indexing a folder: read text files, cut them into passages, keep the index in step.
 
-Each file's uri (``file://`` absolute path) and SHA-256 are recorded in a manifest kept beside
-the index's data in the home folder (``<home>/manifests/<backend>/<index>.json``).  Re-indexing
-compares the manifest with the folder: unchanged files are skipped, changed files have their old
-passages removed and new ones added, and files that disappeared have their passages removed.
-Binary and undecodable files are skipped and counted, never fatal.
+Each file's uri (``file://`` real path), SHA-256 and passage ids are recorded in a manifest bound
+to the index (:mod:`indexplug.manifest`: the index carries a marker passage, the manifest a
+checksum).  Re-indexing compares the manifest with the folder: unchanged files are skipped,
+changed files have their old passages removed and new ones added, and files that disappeared or
+are no longer eligible have their passages removed.  A missing, recreated or damaged index or
+manifest makes the run a full re-index that removes whatever is stale.
 
-The manifest is written only after the backend accepted the change, so a failed or refused write
-leaves it describing what the index really holds.
+What is read is confined (:mod:`indexplug.confine`): only regular files whose real path lies
+inside the folder being indexed, each read under a byte cap and the deadline.  Links that lead
+out, FIFOs, devices, sockets, symlink loops, broken links, binary and oversized files are
+skipped, counted under their own names in the report and logged, never fatal.
+
+The manifest is written ahead of each write (old and new ids both listed) and again after the
+backend accepted it, so it never names fewer passages than the index may hold from this folder.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import os
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field
 
+from indexplug.confine import Refused, Why, read_confined, real_path
 from indexplug.guard import Guard
-from indexplug.home import home_dir
-from indexplug.outcomes import Indexed, Removed
+from indexplug.manifest import (
+    Busy,
+    Entry,
+    ingest_lock,
+    load_manifest,
+    manifest_path,
+    marker,
+    save_manifest,
+)
+from indexplug.names import validate_index_name
+from indexplug.outcomes import Indexed, IndexStatus, Removed
 from indexplug.passages import Passage, Source, now_utc, passages_from_text, sha256_bytes
+
+__all__ = [
+    "MAX_FILE_BYTES",
+    "IngestReport",
+    "decode_text",
+    "file_passages",
+    "index_folder",
+    "iter_text_files",
+    "manifest_path",
+]
+
+log = logging.getLogger("indexplug.ingest")
 
 TEXT_SUFFIXES = frozenset(
     [
@@ -94,6 +122,24 @@ SKIP_DIRS = frozenset(
 )
 MAX_FILE_BYTES = 20_000_000
 BATCH = 2000
+REMOVE_BATCH = 10_000
+
+_SKIP_FIELD = {
+    Why.OUTSIDE: "skipped_outside",
+    Why.SPECIAL: "skipped_special",
+    Why.LOOP: "skipped_loops",
+    Why.BROKEN: "skipped_broken",
+    Why.TOO_LARGE: "skipped_too_large",
+    Why.UNREADABLE: "skipped_unreadable",
+}
+_SKIP_SAYS = {
+    Why.OUTSIDE: "its real path is outside the folder (a link that leads out)",
+    Why.SPECIAL: "not a regular file (a FIFO, device or socket)",
+    Why.LOOP: "a symlink loop",
+    Why.BROKEN: "a broken link, or it disappeared",
+    Why.TOO_LARGE: "over the size cap (MAX_FILE_BYTES)",
+    Why.UNREADABLE: "it cannot be read",
+}
 
 
 class IngestReport(BaseModel):
@@ -103,15 +149,33 @@ class IngestReport(BaseModel):
     files_seen: int = 0
     files_indexed: int = 0
     files_unchanged: int = 0
-    files_removed: int = 0
-    skipped_binary: int = 0
-    skipped_too_large: int = 0
+    files_removed: int = Field(
+        default=0, description="Files whose passages were removed: gone, or no longer eligible."
+    )
+    skipped_binary: int = Field(default=0, description="Binary or undecodable files.")
+    skipped_too_large: int = Field(default=0, description="Files over the size cap.")
+    skipped_outside: int = Field(
+        default=0, description="Links whose real path is outside the folder (not followed)."
+    )
+    skipped_special: int = Field(default=0, description="FIFOs, devices and sockets (not read).")
+    skipped_loops: int = Field(default=0, description="Symlink loops.")
+    skipped_broken: int = Field(default=0, description="Broken links, files that disappeared.")
+    skipped_unreadable: int = Field(default=0, description="Files that could not be read.")
+    skipped_duplicates: int = Field(
+        default=0, description="Links to a file already read in this run."
+    )
     passages_added: int = 0
     passages_known: int = 0
     passages_removed: int = 0
+    rebuilt: str | None = Field(
+        default=None,
+        description="Why this run re-indexed every file (the index or its manifest was missing, "
+        "recreated or damaged); null for an incremental run.",
+    )
     failures: list[str] = Field(default_factory=list)
-    """Outcome messages of writes the backend refused or failed (the manifest keeps the old
-    state for those files, so the next run retries them)."""
+    """Outcome messages of writes the backend refused or failed, and files whose reading timed
+    out (the manifest keeps those files' old and new ids, so the next run retries them and
+    removes what is stale)."""
 
     @property
     def ok(self) -> bool:
@@ -119,8 +183,12 @@ class IngestReport(BaseModel):
 
 
 def iter_text_files(root: Path) -> Iterator[Path]:
-    """Text-like files under ``root`` in a stable order, skipping VCS and build folders."""
-    if root.is_file():
+    """Text-like names under ``root`` in a stable order, skipping VCS and build folders.
+
+    Names only: nothing is opened, and links to folders are not descended into (what a name
+    really is gets decided by :func:`indexplug.confine.read_confined`).
+    """
+    if not root.is_dir():
         yield root
         return
     for dirpath, dirnames, filenames in os.walk(root):
@@ -145,33 +213,18 @@ def decode_text(data: bytes) -> str | None:
         return None
 
 
-def manifest_path(backend: str, index: str) -> Path:
-    return home_dir() / "manifests" / backend / f"{index}.json"
-
-
-def _load_manifest(path: Path) -> dict[str, dict[str, Any]]:
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text("utf-8"))
-        return data if isinstance(data, dict) else {}
-    except (OSError, json.JSONDecodeError):
-        return {}
-
-
-def _save_manifest(path: Path, manifest: dict[str, dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(manifest, indent=0, sort_keys=True), "utf-8")
-    os.replace(tmp, path)
-
-
 def file_passages(
-    path: Path, text: str, sha: str, *, max_chars: int, overlap: int
+    path: Path,
+    text: str,
+    sha: str,
+    *,
+    max_chars: int,
+    overlap: int,
+    real: str | None = None,
 ) -> list[Passage]:
-    source = Source(
-        uri=path.resolve().as_uri(), sha256=sha, retrieved_at=now_utc(), provenance="file"
-    )
+    """The passages of one file; the source uri is its real path (``real``, else resolved)."""
+    uri = Path(real).as_uri() if real is not None else Path(real_path(path)).as_uri()
+    source = Source(uri=uri, sha256=sha, retrieved_at=now_utc(), provenance="file")
     return passages_from_text(
         text,
         source,
@@ -193,86 +246,247 @@ def index_folder(
     deadline_s: float = 120.0,
     progress: Callable[[int, int], None] | None = None,
 ) -> IngestReport:
-    """Bring ``index`` in step with the text files under ``root`` (see the module docstring)."""
-    root = Path(root)
-    if not root.exists():
-        raise FileNotFoundError(f"{root} does not exist")
-    mpath = manifest_path(guard.name, index)
-    manifest = _load_manifest(mpath)
-    report = IngestReport(index=index)
-    files = list(iter_text_files(root))
-    seen: set[str] = set()
-    pending: list[tuple[str, dict[str, Any], list[Passage]]] = []
+    """Bring ``index`` in step with the text files under ``root`` (see the module docstring).
 
-    def flush() -> None:
+    ``deadline_s`` bounds each write, the reading of each file, and the wait for another run
+    into the same index.  Raises ``FileNotFoundError`` when ``root`` does not resolve.
+    """
+    validate_index_name(index)
+    try:
+        root_real = real_path(root)
+    except Refused as exc:
+        raise FileNotFoundError(f"{root} does not exist or cannot be resolved ({exc})") from None
+    report = IngestReport(index=index)
+    try:
+        with ingest_lock(guard.name, index, deadline_s):
+            _Run(guard, Path(root), root_real, index, report, max_bytes, deadline_s).run(
+                max_chars, overlap, progress
+            )
+    except Busy as exc:
+        report.failures.append(str(exc))
+    return report
+
+
+class _Run:
+    """One ``index_folder`` run, holding the index's ingest lock."""
+
+    def __init__(
+        self,
+        guard: Guard,
+        root: Path,
+        root_real: str,
+        index: str,
+        report: IngestReport,
+        max_bytes: int | None,
+        deadline_s: float,
+    ) -> None:
+        self.guard = guard
+        self.root = root
+        self.root_real = root_real
+        self.index = index
+        self.report = report
+        self.budget = max_bytes
+        self.deadline_s = deadline_s
+        self.manifest = load_manifest(guard.name, index)
+
+    # -- binding the manifest to the index ---------------------------------------------------
+    def bind(self) -> bool:
+        """Check the manifest against the index (see :mod:`indexplug.manifest`); False when the
+        index cannot be checked, and nothing may be written."""
+        m, report = self.manifest, self.report
+        status = self.guard.status(self.index, deadline_s=self.deadline_s)
+        if isinstance(status, IndexStatus) and status.max_bytes is not None:
+            self.budget = _smaller(self.budget, status.max_bytes)
+        probe = self.guard.add(
+            self.index, [marker()], max_bytes=self.budget, deadline_s=self.deadline_s
+        )
+        if not isinstance(probe, Indexed):
+            report.failures.append(f"the index could not be checked: {probe.message}")
+            return False
+        marked = probe.known == 1
+        if m.state != "ok":
+            if marked:
+                report.rebuilt = (
+                    f"the manifest was {m.state} while the index was built by index_folder, so "
+                    "the index was dropped and every file indexed again"
+                )
+                if not self._drop():
+                    return False
+            else:
+                m.files.clear()
+        elif not marked:
+            report.rebuilt = (
+                "the manifest is of an older format, so every file was checked again"
+                if m.legacy
+                else "the index does not hold the manifest's marker (it was deleted or "
+                "recreated), so every file was indexed again"
+            )
+            m.invalidate()
+        elif (
+            isinstance(status, IndexStatus)
+            and not status.estimate
+            and status.passages < len(m.ids()) + 1
+        ):
+            report.rebuilt = (
+                f"the index holds {status.passages} passage(s), fewer than its manifest lists, "
+                "so every file was indexed again"
+            )
+            m.invalidate()
+        m.add_root(self.root_real)
+        save_manifest(m)
+        return True
+
+    def _drop(self) -> bool:
+        """Drop the index (its passages are unknown) and mark it again; False if it cannot be."""
+        if not callable(getattr(self.guard.backend, "op_drop", None)):
+            self.report.failures.append(
+                f"the manifest of '{self.index}' was lost and backend '{self.guard.name}' "
+                "cannot drop the index, so passages of old files may remain: delete the index "
+                "and index the folder again"
+            )
+            return False
+        out = self.guard.call_extra("drop", self.index, self.deadline_s)
+        if getattr(out, "ok", False) is not True:
+            why = getattr(out, "message", type(out).__name__)
+            self.report.failures.append(f"the index could not be dropped to rebuild it: {why}")
+            return False
+        self.manifest.files.clear()
+        self.manifest.roots.clear()
+        again = self.guard.add(
+            self.index, [marker()], max_bytes=self.budget, deadline_s=self.deadline_s
+        )
+        if not isinstance(again, Indexed):
+            self.report.failures.append(f"the index could not be marked: {again.message}")
+            return False
+        return True
+
+    # -- the folder ----------------------------------------------------------------------
+    def run(
+        self, max_chars: int, overlap: int, progress: Callable[[int, int], None] | None
+    ) -> None:
+        if not self.bind():
+            return
+        m, report = self.manifest, self.report
+        roots = [self.root_real]
+        files = list(iter_text_files(self.root))
+        seen: set[str] = set()  # uris of eligible files (their passages stay)
+        read: set[str] = set()  # real paths read in this run (links to one file count once)
+        pending: list[tuple[str, Entry, list[Passage]]] = []
+        for n, path in enumerate(files, start=1):
+            report.files_seen += 1
+            if progress:
+                progress(n, len(files))
+            try:
+                real, data = read_confined(
+                    path,
+                    roots,
+                    max_bytes=MAX_FILE_BYTES,
+                    deadline_at=time.monotonic() + self.deadline_s,
+                )
+            except Refused as exc:
+                self._skipped(path, exc.why, seen)
+                continue
+            if real in read:
+                report.skipped_duplicates += 1
+                continue
+            read.add(real)
+            uri = Path(real).as_uri()
+            sha = sha256_bytes(data)
+            entry = m.files.get(uri)
+            if entry is not None and entry.sha256 == sha:
+                seen.add(uri)
+                report.files_unchanged += 1
+                continue
+            text = decode_text(data)
+            if text is None:
+                report.skipped_binary += 1
+                log.info("skipped %r: binary or not UTF-8", str(path))
+                continue
+            seen.add(uri)
+            ps = file_passages(path, text, sha, max_chars=max_chars, overlap=overlap, real=real)
+            pending.append((uri, Entry(sha, [p.id for p in ps], (max_chars, overlap)), ps))
+            if sum(len(x[2]) for x in pending) >= BATCH:
+                self.flush(pending)
+        self.flush(pending)
+        self.remove_gone(seen)
+        save_manifest(m)
+
+    def _skipped(self, path: Path, why: Why, seen: set[str]) -> None:
+        if why is Why.TIMEOUT:
+            # not a verdict on the file: keep what the index holds of it and say so
+            try:
+                seen.add(Path(real_path(path)).as_uri())
+            except Refused:
+                pass
+            self.report.failures.append(
+                f"reading {str(path)!r} timed out after {self.deadline_s:g} s"
+            )
+            return
+        name = _SKIP_FIELD[why]
+        setattr(self.report, name, getattr(self.report, name) + 1)
+        log.warning("skipped %r: %s", str(path), _SKIP_SAYS[why])
+
+    def flush(self, pending: list[tuple[str, Entry, list[Passage]]]) -> None:
+        """Add the pending files' passages, then remove their old ones; the manifest lists old
+        and new ids while the write is in flight, so a failure leaves nothing unnamed."""
+        if not pending:
+            return
+        m, report = self.manifest, self.report
+        old: dict[str, list[str]] = {}
+        for uri, entry, _ in pending:
+            before = m.files.get(uri)
+            old[uri] = list(before.ids) if before is not None else []
+            had = set(old[uri])
+            union = old[uri] + [i for i in entry.ids if i not in had]
+            m.files[uri] = Entry("", union, before.chunking if before else entry.chunking)
+        save_manifest(m)
         batch = [p for _, _, ps in pending for p in ps]
-        for i in range(0, max(len(batch), 1), BATCH):
-            chunk = batch[i : i + BATCH]
-            if not chunk:
-                break
-            added = guard.add(index, chunk, max_bytes=max_bytes, deadline_s=deadline_s)
+        for i in range(0, len(batch), BATCH):
+            added = self.guard.add(
+                self.index, batch[i : i + BATCH], max_bytes=self.budget, deadline_s=self.deadline_s
+            )
             if not isinstance(added, Indexed):
                 report.failures.append(added.message)
                 pending.clear()
+                save_manifest(m)
                 return
             report.passages_added += added.added
             report.passages_known += added.known
         for uri, entry, _ in pending:
-            old_ids: list[str] = list(manifest.get(uri, {}).get("ids", []))
-            keep = set(entry["ids"])
-            stale = [i for i in old_ids if i not in keep]
-            if stale:
-                removed = guard.remove(index, stale, deadline_s=deadline_s)
-                if isinstance(removed, Removed):
-                    report.passages_removed += removed.removed
-                else:
-                    report.failures.append(removed.message)
-            manifest[uri] = entry
+            keep = set(entry.ids)
+            stale = [i for i in old[uri] if i not in keep]
+            if stale and not self._remove(stale):
+                continue  # the entry keeps old and new ids: the next run removes the old
+            m.files[uri] = entry
             report.files_indexed += 1
         pending.clear()
-        _save_manifest(mpath, manifest)
+        save_manifest(m)
 
-    for n, path in enumerate(files, start=1):
-        report.files_seen += 1
-        uri = path.resolve().as_uri()
-        seen.add(uri)
-        try:
-            if path.stat().st_size > MAX_FILE_BYTES:
-                report.skipped_too_large += 1
+    def remove_gone(self, seen: set[str]) -> None:
+        """Remove the passages of files under the root that are gone or no longer eligible."""
+        m, report = self.manifest, self.report
+        prefix = Path(self.root_real).as_uri()
+        for uri in [u for u in m.files if u not in seen and _under(u, prefix)]:
+            if not self._remove(m.files[uri].ids):
                 continue
-            data = path.read_bytes()
-        except OSError as exc:
-            report.failures.append(f"{path}: {exc}")
-            continue
-        sha = sha256_bytes(data)
-        if manifest.get(uri, {}).get("sha256") == sha:
-            report.files_unchanged += 1
-            continue
-        text = decode_text(data)
-        if text is None:
-            report.skipped_binary += 1
-            continue
-        ps = file_passages(path, text, sha, max_chars=max_chars, overlap=overlap)
-        pending.append((uri, {"sha256": sha, "ids": [p.id for p in ps]}, ps))
-        if sum(len(x[2]) for x in pending) >= BATCH:
-            flush()
-        if progress:
-            progress(n, len(files))
-    flush()
-    gone = [u for u in manifest if u not in seen and _under(u, root)]
-    for uri in gone:
-        ids: list[str] = list(manifest[uri].get("ids", []))
-        out = guard.remove(index, ids, deadline_s=deadline_s) if ids else None
-        if out is not None and not isinstance(out, Removed):
-            report.failures.append(out.message)
-            continue
-        report.passages_removed += out.removed if out else 0
-        report.files_removed += 1
-        del manifest[uri]
-    _save_manifest(mpath, manifest)
-    return report
+            report.files_removed += 1
+            del m.files[uri]
+
+    def _remove(self, ids: Sequence[str]) -> bool:
+        for i in range(0, len(ids), REMOVE_BATCH):
+            out = self.guard.remove(
+                self.index, list(ids[i : i + REMOVE_BATCH]), deadline_s=self.deadline_s
+            )
+            if not isinstance(out, Removed):
+                self.report.failures.append(out.message)
+                return False
+            self.report.passages_removed += out.removed
+        return True
 
 
-def _under(uri: str, root: Path) -> bool:
-    prefix = root.resolve().as_uri()
+def _smaller(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _under(uri: str, prefix: str) -> bool:
     return uri == prefix or uri.startswith(prefix.rstrip("/") + "/")

@@ -5,31 +5,44 @@ Two ways, tried in order:
 1. the backend's own ``neighbours`` op, when it has one (``op_neighbours(index, *, deadline,
    passage_id, before, after)`` answering ``{"before": [Passage...], "after": [Passage...]}``
    in document order), called through the guard like any extra op;
-2. the source document itself, for ``file://`` sources whose bytes still hash to the
-   ``document_sha256`` recorded at indexing time: the document is cut again the way ``index``
-   cut it (the chunking recorded by the ``index_folder`` op, else the defaults), and the
-   neighbours are the passages next to the hit's span (the same content addresses as the
-   passages the index holds).
+2. the file the index was built from, as recorded in the index's ingest manifest
+   (:mod:`indexplug.manifest`): only when the hit is a passage ``index_folder`` made (its uri is
+   a file the manifest lists and its id is one of that file's passage ids), the file still lies
+   at that real path under a folder the manifest recorded, is a regular file within the byte cap
+   (read under the deadline, :mod:`indexplug.confine`) and still hashes to what was indexed.  It
+   is cut again the way it was cut, so the neighbours are the passages the index holds.
 
-Neither applies (a source that is not a local file, a file changed since indexing, a backend
-without the op), and the hit's ``context`` says why in its ``note``: context is never invented.
+A passage's uri is stored text, not an instruction: a path a caller put in a passage
+(``file:///dev/zero``, a FIFO, ``/etc/passwd``) is never opened, since no manifest lists it.
+When neither way applies, the ``note`` says so in one sentence that is the same whatever the
+reason, so it tells nothing about paths on the machine: context is never invented.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 from urllib.request import url2pathname
 
+from indexplug.confine import Refused, read_confined
+from indexplug.deadlines import DEFAULT_DEADLINE_S
 from indexplug.guard import Guard
 from indexplug.home import home_dir
-from indexplug.ingest import decode_text
+from indexplug.ingest import MAX_FILE_BYTES, decode_text
+from indexplug.manifest import Entry, Manifest, cached_manifest
 from indexplug.ops import Context
+from indexplug.outcomes import Neighbours
 from indexplug.passages import Passage, passage_from_span, sha256_bytes, split_spans
 
+NO_CONTEXT = (
+    "no neighbouring passages: the source is not a local file this index was built from, or it "
+    "changed since it was indexed"
+)
+"""The one note for every reason the source file cannot serve neighbours."""
 DEFAULT_CHUNKING = (1200, 150)
 
 
@@ -80,56 +93,81 @@ def expand(
         if isinstance(got, Context):
             return got
         notes.append(got)
-    got = from_source(passage, n, chunking or [])
-    if isinstance(got, Context):
-        return got
-    notes.append(got)
+    cut = from_index_files(guard, index, passage, n, chunking or [], deadline_s=deadline_s)
+    if cut is not None:
+        return cut
+    notes.append(NO_CONTEXT)
     return Context(note="; ".join(notes))
 
 
 def _from_op(out: Any, passage: Passage) -> Context | str:
-    if hasattr(out, "code"):
-        return f"the backend's neighbours op answered {out.code}: {out.message}"
+    """The context a ``neighbours`` op answered (its passages already checked and copied by
+    the guard), or why it cannot be used."""
     if isinstance(out, Exception):
         return f"the backend's neighbours op failed: {out}"
-    if not isinstance(out, dict):
-        return f"the backend's neighbours op returned {type(out).__name__}, not a mapping"
-    sides: dict[str, list[Passage]] = {}
-    for side in ("before", "after"):
-        items = out.get(side, [])
-        good = [
-            p
-            for p in items
-            if isinstance(p, Passage)
-            and p.source.uri == passage.source.uri
-            and p.id == p.expected_id()
-        ]
-        if len(good) != len(items):
-            return "the backend's neighbours op returned passages of another source or altered"
-        sides[side] = good
-    return Context(before=sides["before"], after=sides["after"])
+    if not isinstance(out, Neighbours):
+        return f"the backend's neighbours op answered {out.code}: {out.message}"
+    if any(p.source.uri != passage.source.uri for p in [*out.before, *out.after]):
+        return "the backend's neighbours op returned passages of another source"
+    return Context(before=list(out.before), after=list(out.after))
 
 
-def from_source(passage: Passage, n: int, chunking: list[tuple[int, int]]) -> Context | str:
-    """Neighbours cut from the passage's source file, if it is unchanged since indexing."""
-    parsed = urlparse(passage.source.uri)
-    if parsed.scheme != "file":
-        return f"the source ({parsed.scheme or 'no scheme'}) is not a local file to read"
+def _manifests(guard: Guard, index: str) -> list[Manifest]:
+    """The ingest manifests that may name a hit's file: the index's own and, for a fusion,
+    each member's (a member's hits are its own passages)."""
+    keys = [(guard.name, index)]
+    for leg in getattr(guard.backend, "legs", None) or []:
+        target = getattr(leg, "target", None)
+        if target is not None:
+            keys.append((target.guard.name, target.index))
+    return [m for m in (cached_manifest(b, i) for b, i in keys) if m is not None]
+
+
+def _entry_for(passage: Passage, manifests: list[Manifest]) -> tuple[Manifest, Entry] | None:
+    for m in manifests:
+        entry = m.files.get(passage.source.uri)
+        if entry is not None and entry.sha256 and passage.id in entry.ids:
+            return m, entry
+    return None
+
+
+def from_index_files(
+    guard: Guard,
+    index: str,
+    passage: Passage,
+    n: int,
+    chunking: list[tuple[int, int]],
+    *,
+    deadline_s: float | None = None,
+) -> Context | None:
+    """Neighbours cut from the file ``index_folder`` built the hit from (see the module doc);
+    ``None`` whatever the reason they cannot be had."""
+    found = _entry_for(passage, _manifests(guard, index))
+    if found is None:
+        return None
+    m, entry = found
     expected = passage.document_sha256 or passage.source.sha256
-    if expected is None:
-        return "no document hash was recorded, so the source cannot be verified"
-    path = Path(url2pathname(unquote(parsed.path)))
+    if expected != entry.sha256:
+        return None
+    parsed = urlparse(passage.source.uri)
+    if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
+        return None
+    path = url2pathname(unquote(parsed.path))
+    seconds = DEFAULT_DEADLINE_S if deadline_s is None else deadline_s
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        return f"the source file cannot be read ({type(exc).__name__})"
-    if sha256_bytes(data) != expected:
-        return "the source file changed since it was indexed"
+        real, data = read_confined(
+            path, m.roots, max_bytes=MAX_FILE_BYTES, deadline_at=time.monotonic() + seconds
+        )
+    except Refused:
+        return None
+    if real != os.path.normpath(path) or sha256_bytes(data) != expected:
+        return None  # a link now stands where the file was, or the file changed
     text = decode_text(data)
     if text is None:
-        return "the source file is not text"
+        return None
     tried: list[tuple[int, int]] = []
-    for max_chars, overlap in [*chunking, DEFAULT_CHUNKING]:
+    cuts = [entry.chunking] if entry.chunking else [*chunking, DEFAULT_CHUNKING]
+    for max_chars, overlap in cuts:
         if (max_chars, overlap) in tried:
             continue
         tried.append((max_chars, overlap))
@@ -153,8 +191,9 @@ def from_source(passage: Passage, n: int, chunking: list[tuple[int, int]]) -> Co
 
         if make(passage.start, passage.end).id != passage.id:
             continue
-        return Context(
-            before=[make(s, e) for s, e in spans[max(0, at - n) : at]],
-            after=[make(s, e) for s, e in spans[at + 1 : at + 1 + n]],
-        )
-    return "the source could not be cut again the way it was indexed"
+        before = [make(s, e) for s, e in spans[max(0, at - n) : at]]
+        after = [make(s, e) for s, e in spans[at + 1 : at + 1 + n]]
+        if not {p.id for p in before + after} <= set(entry.ids):
+            continue  # not the passages the index holds
+        return Context(before=before, after=after)
+    return None
