@@ -101,7 +101,7 @@ def _model_table(model: Any) -> list[str]:
 
 
 def _config() -> str:
-    from indexplug.config import Defaults, IndexConfig
+    from indexplug.config import Defaults, IndexConfig, ServerSettings
 
     lines = [
         "# Configuration reference",
@@ -116,6 +116,10 @@ def _config() -> str:
         "## `[indexes.NAME]`",
         "",
         *_model_table(IndexConfig),
+        "",
+        "## `[server]`",
+        "",
+        *_model_table(ServerSettings),
         "",
     ]
     return "\n".join(lines)

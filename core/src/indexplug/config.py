@@ -114,6 +114,32 @@ class IndexConfig(BaseModel):
         return value
 
 
+class ServerSettings(BaseModel):
+    """The ``[server]`` table: ``indexplug serve --http``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    token_env: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Environment variable holding the bearer token `serve --http` requires "
+        "(default: INDEXPLUG_TOKEN, else a token made once and kept in INDEXPLUG_HOME).",
+    )
+    token: Any = Field(
+        default=None, exclude=True, description="Refused: the token is never written in the file."
+    )
+
+    @field_validator("token")
+    @classmethod
+    def _no_literal_token(cls, value: Any) -> Any:
+        if value is not None:
+            raise ValueError(
+                "secrets are never written in the file; name an environment variable instead "
+                '(token_env = "VARIABLE")'
+            )
+        return value
+
+
 class Config(BaseModel):
     """The whole file."""
 
@@ -121,6 +147,7 @@ class Config(BaseModel):
 
     defaults: Defaults = Field(default_factory=Defaults)
     indexes: dict[str, IndexConfig] = Field(default_factory=dict)
+    server: ServerSettings = Field(default_factory=ServerSettings)
     path: Path | None = Field(default=None, exclude=True)
 
     def index(self, name: str) -> IndexConfig:
@@ -264,8 +291,8 @@ def _where(loc: tuple[Any, ...]) -> str:
     if len(parts) >= 2 and parts[0] == "indexes":
         table = f"[indexes.{parts[1]}]"
         rest = parts[2:]
-    elif parts and parts[0] == "defaults":
-        table, rest = "[defaults]", parts[1:]
+    elif parts and parts[0] in ("defaults", "server"):
+        table, rest = f"[{parts[0]}]", parts[1:]
     else:
         table, rest = "top level", parts
     return f"{table} key '{'.'.join(rest)}'" if rest else table

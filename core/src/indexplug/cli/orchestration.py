@@ -162,23 +162,79 @@ def serve_command(
     http: Annotated[
         bool, typer.Option("--http", help="Serve streamable HTTP on 127.0.0.1 instead of stdio.")
     ] = False,
-    port: Annotated[int, typer.Option(help="Port for --http.")] = 8765,
+    port: Annotated[
+        int, typer.Option(help="Port for --http, 1-65535 (0: any free port, printed).")
+    ] = 8765,
+    read_only: Annotated[
+        bool,
+        typer.Option(
+            "--read-only",
+            help="Offer only the ops that read (search, batch_search, pack, status, backends, "
+            "ops); add, index_folder and remove answer NOT_ALLOWED.",
+        ),
+    ] = False,
+    no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--no-auth",
+            help="Serve --http without a bearer token: any local user or program can call every "
+            "tool offered.  Prints a warning.",
+        ),
+    ] = False,
 ) -> None:
-    """Run the MCP server (stdio by default) with the ops as tools."""
+    """Run the MCP server (stdio by default) with the ops as tools.
+
+    Over --http every request needs the bearer token (config [server] token_env, else
+    INDEXPLUG_TOKEN, else one made at the first start in INDEXPLUG_HOME/server-token, mode 0600);
+    the token's location is printed, never the token.
+    """
     import importlib.util
 
+    if not 0 <= port <= 65535:
+        raise _fail(f"--port must be from 1 to 65535 (or 0: any free port), not {port}")
     if importlib.util.find_spec("mcp") is None:
         raise _fail("the MCP server needs the mcp extra: pip install 'indexplug[mcp]'")
     from indexplug.invocation import Invoker
-    from indexplug.mcp_server import serve_http, serve_stdio
+    from indexplug.mcp_server import HTTP_HOST, listen_socket, serve_http, serve_stdio, server_token
 
     try:
         invoker = Invoker.from_source(config)
     except ConfigError as exc:
         raise _fail(str(exc)) from None
     with invoker:
-        if http:
-            err.print(f"indexplug MCP server on http://127.0.0.1:{port}/mcp", highlight=False)
-            serve_http(invoker, port=port)
+        if not http:
+            serve_stdio(invoker, read_only=read_only)
+            return
+        token = None
+        if not no_auth:
+            try:
+                token = server_token(invoker.config.server.token_env)
+            except ConfigError as exc:
+                raise _fail(str(exc)) from None
+        try:
+            sock = listen_socket(port)
+        except OSError as exc:
+            raise _fail(f"cannot listen on {HTTP_HOST}:{port}: {exc.strerror or exc}") from None
+        bound = int(sock.getsockname()[1])
+        mode = " (read-only)" if read_only else ""
+        err.print(
+            f"indexplug MCP server on http://{HTTP_HOST}:{bound}/mcp{mode}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        if token is None:
+            err.print(
+                "[bold yellow]warning:[/] --no-auth: no bearer token is required; any local user "
+                "or program that can reach this port can call every tool offered",
+                highlight=False,
+                soft_wrap=True,
+            )
         else:
-            serve_stdio(invoker)
+            made = " (made now)" if token.made else ""
+            err.print(
+                f"bearer token{made}: {escape(token.where)}; send it as 'Authorization: Bearer "
+                "TOKEN'",
+                highlight=False,
+                soft_wrap=True,
+            )
+        serve_http(invoker, sock=sock, token=token.value if token else None, read_only=read_only)
