@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from indexplug_bench import machine
-from indexplug_bench.floor import BUILDERS
 from indexplug_bench.paired import combine_pairs
 from indexplug_bench.replay import EVICT_MB, LIBRARY_CALLS, Replay
 from indexplug_bench.report import merge, render
@@ -372,23 +371,16 @@ def _pairs(
 def paired(a: argparse.Namespace) -> None:
     """Every chosen indexplug system against its raw library in one process, query by query in
     turns (:mod:`indexplug_bench.paired`), ``--repeats`` processes each."""
-    key = "floor" if a.floor else "paired"  # a floor row is a diagnostic, never a pair
-    results = {**_results(), key: []}
+    results = {**_results(), "paired": []}
     with _elastic(a) as ctx:
         extra = [
             *_elastic_args(ctx),
             "--warmup",
             str(a.warmup),
             *(["--replay"] if a.replay else []),
-            *(["--floor"] if a.floor else []),
         ]
         for system, raw in _pairs(a, ctx, results):
             label = f"{system.name} with {raw.name}"
-            if a.floor and system.name not in BUILDERS:
-                why = "its hit builder is not named for a floor"
-                results["skipped"][label] = why
-                print(f"skip {label}: {why}", file=sys.stderr)
-                continue
             print(f"pair {label} on {a.scifact}", file=sys.stderr)
             rows = []
             for _ in range(a.repeats):
@@ -410,7 +402,7 @@ def paired(a: argparse.Namespace) -> None:
                     break
                 rows.append(res)
             else:
-                results[key].append(combine_pairs(rows))
+                results["paired"].append(combine_pairs(rows))
             a.out.write_text(json.dumps(results, indent=1))
     _finished(a, results)
 
@@ -556,13 +548,6 @@ def main() -> None:
         action="store_true",
         help="in each process, after the timed pass, also the system's searches with the "
         "library's answers replayed from memory (as `replay`; the page shows both)",
-    )
-    pr.add_argument(
-        "--floor",
-        action="store_true",
-        help="the system's hits taken out in every process (indexplug_bench.floor): what the "
-        "framework costs per search whatever it hands out per hit; written under `floor`, "
-        "never merged into the page's pairs",
     )
     pr.add_argument("--timeout", type=float, default=3600)
     st = sub.add_parser(

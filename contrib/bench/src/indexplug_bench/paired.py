@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from indexplug_bench import machine
-from indexplug_bench.floor import Floor
 from indexplug_bench.replay import Replay
 from indexplug_bench.steps import Steps
 from indexplug_bench.systems import Runner, by_name, fresh
@@ -59,7 +58,6 @@ def measure_pair(
     workdir: Path,
     steps: Steps | None = None,
     replay: Replay | None = None,
-    floor: bool = False,
 ) -> dict[str, Any]:
     """``system`` against ``raw`` on ``dataset`` in this process (see the module docstring).
 
@@ -69,13 +67,10 @@ def measure_pair(
     run the searches under (:mod:`indexplug_bench.steps`; their medians come back as
     ``steps_ms``), installed once both indexes are built.  ``replay``: the system's library
     calls recorded in the warm-up and replayed after the timed pass (:mod:`indexplug_bench.replay`;
-    its medians come back as ``replayed_p50_ms``).  ``floor``: the system's hits taken out for
-    the timed searches (:mod:`indexplug_bench.floor`, made from the corpus already loaded here;
-    the row then says ``floor: true``)."""
+    its medians come back as ``replayed_p50_ms``)."""
     if replay is not None and warmup < 1:
         raise ValueError("a replay records the library's answers in a warm-up pass: warmup >= 1")
     name, size, batches, queries, _qrels = load(dataset)
-    no_hits = Floor.of(system, (d for b in batches() for d in b)) if floor else None
     load_before = os.getloadavg()[0]
     clock = machine.cpu_clock()
     cpu0 = time.process_time()
@@ -94,7 +89,6 @@ def measure_pair(
         with (
             steps.installed(backends) if steps is not None else nullcontext(),
             replay.installed() if replay is not None else nullcontext(),
-            no_hits.installed() if no_hits is not None else nullcontext(),
         ):
             for timed in [False] * warmup + [True]:
                 for i, (_qid, text) in enumerate(queries):
@@ -149,7 +143,6 @@ def measure_pair(
         "cpu_s": round(time.process_time() - cpu0, 1),
         "steal_pct": machine.steal_pct(clock, machine.cpu_clock()),
         **({"steps_ms": steps.medians()} if steps is not None else {}),
-        **({"floor": True} if floor else {}),
         **replayed,
     }
 
@@ -183,7 +176,6 @@ def combine_pairs(rows: list[dict[str, Any]]) -> dict[str, Any]:
         },
         "load_avg": [rows[0]["load_avg"][0], last["load_avg"][-1]],
         "steal_pct": max((r.get("steal_pct") or 0.0 for r in rows), default=None),
-        **({"floor": True} if last.get("floor") else {}),
         **_combined_replays(rows),
     }
 

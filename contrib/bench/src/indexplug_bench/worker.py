@@ -195,12 +195,6 @@ def main() -> None:
         help="with --paired-with: also replay SYSTEM's searches with its library's answers "
         "from memory (indexplug_bench.replay), where its library calls are named",
     )
-    p.add_argument(
-        "--floor",
-        action="store_true",
-        help="with --paired-with: SYSTEM's hits taken out (indexplug_bench.floor), for the "
-        "framework's cost per search whatever it hands out per hit",
-    )
     a = p.parse_args()
     ctx = {
         "elastic_url": a.elastic_url,
@@ -221,7 +215,6 @@ def main() -> None:
                 warmup=max(1, a.warmup) if calls else a.warmup,
                 workdir=Path(tmp),
                 replay=Replay(calls) if calls else None,
-                floor=a.floor,
             )
         a.out.write_text(json.dumps(pair, indent=1))
         return
