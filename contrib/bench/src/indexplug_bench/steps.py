@@ -31,7 +31,7 @@ EMBED = "indexplug_sentence_transformers.embedder:SentenceTransformerEmbedder.em
 QUERY = "chromadb.api.models.Collection:Collection.query"
 
 GUARD_STEPS: tuple[tuple[str, str], ...] = (
-    ("guard: checks of the hits", "indexplug.guard:Guard._check_hits"),
+    ("guard: checks of the hits", "indexplug.guard:Guard._checked_hits"),
 )
 """Timed for every indexplug system (the guard is what users call)."""
 
