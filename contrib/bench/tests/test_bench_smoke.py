@@ -123,7 +123,8 @@ def test_worker_subprocess_on_a_tiny_beir_set_and_report(tmp_path: Path) -> None
     assert "| indexplug sqlite-fts5 |" in text and "x" in text and "vs raw" in text
     assert "## Against the targets" in text
     assert (
-        "| overhead of indexplug sqlite-fts5 over raw sqlite3 FTS5 (same query), top 100 |" in text
+        "| framework's own work per search, indexplug sqlite-fts5 over raw sqlite3 FTS5 (same "
+        "query), top 100 | <= 0.5 ms (median less raw median) |" in text
     )
     assert "| sqlite-fts5 against bm25s, top 100 | within 5x |" in text
     assert (
@@ -442,6 +443,9 @@ def test_a_pair_in_one_process_is_measured_in_turns_and_judges_the_overhead(
     assert "1.50x between processes (3.00 / 2.00 ms)" in measured
     apart = {a: d for a, _, _, d in targets({"quality": quality})}
     assert apart[f"overhead of indexplug sqlite-fts5 over {pair['raw']}, top 10"] == "not met"
+    # sqlite-fts5 must stay faster than raw FTS5 running the same query
+    faster = judged["sqlite-fts5 against raw FTS5 with the same query, top 10"]
+    assert faster[1] == "not met" and faster[0].startswith("1.05x in turns")
 
     merged = merge(
         [
@@ -453,7 +457,10 @@ def test_a_pair_in_one_process_is_measured_in_turns_and_judges_the_overhead(
     md = tmp_path / "b.md"
     render(merged, md, tmp_path / "img")
     text = md.read_text()
-    assert "## Overhead, in turns in one process" in text
+    assert "## The framework's own work per search, in turns in one process" in text
+    assert (
+        "- run 2: `python -m indexplug_bench paired" in text
+    )  # the section names the command behind its rows
     assert f"| indexplug sqlite-fts5 | {pair['raw']} | 10 |" in text
     assert "| 1 of 1 |" in text
 
@@ -594,3 +601,80 @@ def test_replayed_medians_of_every_repeat_are_combined_and_shown(tmp_path: Path)
     # medians with their spread, and the warm median as a share of the raw median (0.6 / 4.5)
     assert "| indexplug elastic BM25 | 100 | 0.600 (0.500..0.700) | 1.000 (0.900..1.200) |" in text
     assert "| 4.50 | 13.3% | 3 |" in text
+
+
+def test_a_guard_that_forgets_hashes_every_hit_and_the_page_shows_what_memory_buys(
+    tmp_path: Path,
+) -> None:
+    from types import SimpleNamespace
+
+    from indexplug import Passage, Registry
+    from indexplug_bench.paired import forget_checked
+    from indexplug_bench.report import targets
+
+    def searched_twice(forget: bool) -> int:
+        guard = Registry().backend("sqlite-fts5", {}, home=tmp_path / f"forget-{forget}")
+        try:
+            guard.add("i", [Passage.create("cats purr softly", "beir://t/d0")], deadline_s=60)
+            if forget:
+                forget_checked(SimpleNamespace(guard=guard))
+            for _ in range(2):
+                assert guard.search("i", "cats", top_k=1, deadline_s=60).code == "SEARCHED"
+            return len(guard._checked)
+        finally:
+            guard.close()
+
+    assert searched_twice(forget=False) == 1 and searched_twice(forget=True) == 0
+    with pytest.raises(ValueError):
+        forget_checked(SimpleNamespace())
+
+    ds = tiny_beir(tmp_path / "tiny")
+    one = sqlite_pair(ds, tmp_path / "work", guard_memory=False)
+    assert one["guard_memory"] is False and one["answered"] == {"system": 1, "raw": 1}
+    got = sqlite_pair_cli(
+        "paired", ds, tmp_path / "off.json", "--repeats", "1", "--no-guard-memory"
+    )
+    (off,) = got["paired"]
+    assert off["guard_memory"] is False and off["top_k"] == 100
+
+    def pair(system_ms: list[float], raw_ms: list[float], memory: bool) -> dict[str, Any]:
+        return {
+            **{k: v for k, v in off.items() if k != "guard_memory"},
+            "p50_ms": {"system": system_ms, "raw": raw_ms},
+            "ratio_p50": [s / r for s, r in zip(system_ms, raw_ms, strict=True)],
+            "query_ratio_p50": [1.0, 1.0],
+            "repeats": 2,
+            **({} if memory else {"guard_memory": False}),
+        }
+
+    raw = "raw sqlite3 FTS5 (same query)"
+    with_memory = {**pair([4.3, 4.5], [4.0, 4.0], True), "system": "x", "raw": "y"}
+    without = {**pair([5.9, 6.1], [4.0, 4.0], False), "system": "x", "raw": "y"}
+    fts5 = pair([1.0, 1.2], [2.0, 2.0], True)
+    judged = {a: (c, d) for a, _, c, d in targets({"paired": [with_memory, without, fts5]})}
+    # at top 100 the figure is absolute: 0.4 ms of own work, judged from the memory-on pair
+    measured, verdict = judged["framework's own work per search, x over y, top 100"]
+    assert verdict == "met" and measured.startswith("0.400 ms in turns in one process")
+    assert (
+        judged[f"framework's own work per search, indexplug sqlite-fts5 over {raw}, top 100"][1]
+        == "met"
+    )
+    assert judged["sqlite-fts5 against raw FTS5 with the same query, top 100"][1] == "met"
+
+    machine = {"cores": 2, "memory_gib": 1, "platform": "x", "python": "3.11", "versions": {}}
+    runs = [
+        {"machine": machine, "command": c, "quality": [], "scale": [], "skipped": {}, "paired": [r]}
+        for c, r in (("paired", with_memory), ("paired --no-guard-memory", without))
+    ]
+    runs[1]["pair_notes"] = {"x": "an older set"}
+    merged = merge(runs)
+    assert len(merged["paired"]) == 2  # memory on and off are rows of their own
+    assert merged["pair_notes"] == {"x": "an older set"}
+    md = tmp_path / "b.md"
+    render(merged, md, tmp_path / "img")
+    text = md.read_text()
+    assert "### What the guard's memory of checked passages buys" in text
+    # own work 0.400 with memory, 2.000 without: 1,600 us a search, 16 a hit at top 100
+    assert "| x | y | 100 | 0.400 (0.300..0.500) | 2.000 (1.900..2.100) |" in text
+    assert "| 1600 | 16.0 |" in text
+    assert "- **x**: an older set" in text

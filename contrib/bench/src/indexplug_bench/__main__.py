@@ -2,8 +2,8 @@
 
 ``run`` measures (each system in its own subprocess) and writes the results JSON; ``paired``
 measures each indexplug system against its raw library in one process, in turns query by query
-(the framework's overhead), and ``steps`` does the same with the steps of each side timed in
-place (where that overhead goes); ``report`` renders ``docs/benchmarks.md`` and the charts from
+(the framework's own work per search), and ``steps`` does the same with the steps of each side
+timed in place (where that work goes); ``report`` renders ``docs/benchmarks.md`` and the charts from
 results files.
 """
 
@@ -378,6 +378,7 @@ def paired(a: argparse.Namespace) -> None:
             "--warmup",
             str(a.warmup),
             *(["--replay"] if a.replay else []),
+            *([] if a.guard_memory else ["--no-guard-memory"]),
         ]
         for system, raw in _pairs(a, ctx, results):
             label = f"{system.name} with {raw.name}"
@@ -549,6 +550,13 @@ def main() -> None:
         help="in each process, after the timed pass, also the system's searches with the "
         "library's answers replayed from memory (as `replay`; the page shows both)",
     )
+    pr.add_argument(
+        "--no-guard-memory",
+        dest="guard_memory",
+        action="store_false",
+        help="the system's guard remembers no checked passage, so every hit is hashed and "
+        "copied anew: what the guard's memory buys (the page shows both sets side by side)",
+    )
     pr.add_argument("--timeout", type=float, default=3600)
     st = sub.add_parser(
         "steps",
@@ -592,6 +600,13 @@ def main() -> None:
         metavar="SYSTEM=TEXT",
         help="why a system's scale rows stop where they do (kept in the results file)",
     )
+    rep.add_argument(
+        "--pair-note",
+        action="append",
+        default=[],
+        metavar="SYSTEM=TEXT",
+        help="a note under the table of pairs about a system's rows (kept in the results file)",
+    )
     a = p.parse_args()
     if a.cmd == "run":
         run(a)
@@ -625,6 +640,9 @@ def main() -> None:
         for note in a.scale_note:
             system, _, why = note.partition("=")
             results.setdefault("scale_notes", {})[system.strip()] = why.strip()
+        for note in a.pair_note:
+            system, _, why = note.partition("=")
+            results.setdefault("pair_notes", {})[system.strip()] = why.strip()
         if a.out:
             a.out.write_text(json.dumps(results, indent=1))
         render(results, a.markdown, a.markdown.parent / "img")

@@ -41,11 +41,24 @@ def versions() -> dict[str, str]:
     return out
 
 
+def processor() -> str:
+    """The processor's model name (``lscpu``'s *Model name*), where Linux says it."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def describe() -> dict[str, Any]:
     return {
         "cores": os.cpu_count(),
         "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "cpu": platform.processor() or platform.machine(),
+        "cpu": processor(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "versions": versions(),

@@ -1,11 +1,10 @@
 """An indexplug system and its raw library in one process, taking turns query by query.
 
-Why a second way of measuring the framework's overhead: the quality table runs every system in
-a process of its own, which is what peak memory needs, but two fresh processes of the *same*
-system on this machine differ by more than the 10% the overhead target allows (eight processes
-of indexplug elastic at top 100 against one node: p50 from 6.2 to 10.1 ms; where each process's
-memory lands in the caches, which core it gets, what the host lends away meanwhile).  A ratio of
-two such medians measures those accidents as much as the framework.
+Why a second way of measuring the framework's own work per search: the quality table runs
+every system in a process of its own, which is what peak memory needs, but two fresh processes
+of the *same* system on a small shared machine differ by more than that work (where each
+process's memory lands in the caches, which core it gets, what the host lends away meanwhile).
+A difference or ratio of two such medians measures those accidents as much as the framework.
 
 Here both systems live in one process, each with its own index built as in the quality table,
 and every query is asked of both, one right after the other, the order alternating from query to
@@ -13,9 +12,8 @@ query.  Whatever the machine does, it does to both within milliseconds; what is 
 them is the work each does.  Each repeat is a fresh process (both indexes built again), so the
 spread of the ratio across repeats shows how far it still moves.  The price: each side runs
 right after the other's work, with the CPU's caches cooler than in a process of its own, so
-absolute latencies come out higher than in the quality table (sqlite-fts5 at top 10: 0.8 ms
-here against 0.2 ms there), and the ratio is that of this regime, the harder one for a
-framework whose own cost is Python touching objects per hit.
+absolute latencies come out higher than in the quality table, and the difference is that of
+this regime, the harder one for a framework whose own cost is Python touching objects per hit.
 
 The answers are compared too: each side's doc ids per query are kept, and the row says on how
 many queries the two returned the same top hit, so a side that got fast by answering something
@@ -39,6 +37,23 @@ from indexplug_bench.systems import Runner, by_name, fresh
 from indexplug_bench.worker import index_all, load, pct
 
 
+class Forgetful(dict[str, Any]):
+    """A guard's memory of checked passages that keeps none (``paired --no-guard-memory``):
+    every hit's passage is then hashed and copied as if the guard had never seen it."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        pass
+
+
+def forget_checked(runner: Runner) -> None:
+    """``runner``'s guard remembers no checked passage from now on (a diagnostic: what the
+    guard's one memory, :data:`indexplug.guard.CHECKED_PASSAGES`, buys a search)."""
+    guard = getattr(runner, "guard", None)
+    if not isinstance(getattr(guard, "_checked", None), dict):
+        raise ValueError(f"{type(runner).__name__} has no guard memory to switch off")
+    guard._checked = Forgetful()  # type: ignore[union-attr]
+
+
 def _summary(samples: list[float]) -> dict[str, float]:
     return {
         "p50": round(statistics.median(samples), 3),
@@ -58,6 +73,7 @@ def measure_pair(
     workdir: Path,
     steps: Steps | None = None,
     replay: Replay | None = None,
+    guard_memory: bool = True,
 ) -> dict[str, Any]:
     """``system`` against ``raw`` on ``dataset`` in this process (see the module docstring).
 
@@ -67,7 +83,9 @@ def measure_pair(
     run the searches under (:mod:`indexplug_bench.steps`; their medians come back as
     ``steps_ms``), installed once both indexes are built.  ``replay``: the system's library
     calls recorded in the warm-up and replayed after the timed pass (:mod:`indexplug_bench.replay`;
-    its medians come back as ``replayed_p50_ms``)."""
+    its medians come back as ``replayed_p50_ms``).  ``guard_memory=False``: the system's
+    guard remembers no checked passage (:func:`forget_checked`; the row says
+    ``guard_memory: false``)."""
     if replay is not None and warmup < 1:
         raise ValueError("a replay records the library's answers in a warm-up pass: warmup >= 1")
     name, size, batches, queries, _qrels = load(dataset)
@@ -82,6 +100,8 @@ def measure_pair(
         for side, which in sides.items():
             runners[side] = by_name(which).make(fresh(workdir / side), ctx)
             index_s[side] = index_all(runners[side], batches)
+        if not guard_memory:
+            forget_checked(runners["system"])
         order = list(sides)
         times: dict[str, list[float]] = {side: [] for side in sides}
         answers: dict[str, list[list[str]]] = {side: [] for side in sides}
@@ -143,6 +163,7 @@ def measure_pair(
         "cpu_s": round(time.process_time() - cpu0, 1),
         "steal_pct": machine.steal_pct(clock, machine.cpu_clock()),
         **({"steps_ms": steps.medians()} if steps is not None else {}),
+        **({} if guard_memory else {"guard_memory": False}),
         **replayed,
     }
 
@@ -176,6 +197,7 @@ def combine_pairs(rows: list[dict[str, Any]]) -> dict[str, Any]:
         },
         "load_avg": [rows[0]["load_avg"][0], last["load_avg"][-1]],
         "steal_pct": max((r.get("steal_pct") or 0.0 for r in rows), default=None),
+        **({"guard_memory": False} if last.get("guard_memory") is False else {}),
         **_combined_replays(rows),
     }
 

@@ -195,6 +195,13 @@ def main() -> None:
         help="with --paired-with: also replay SYSTEM's searches with its library's answers "
         "from memory (indexplug_bench.replay), where its library calls are named",
     )
+    p.add_argument(
+        "--no-guard-memory",
+        dest="guard_memory",
+        action="store_false",
+        help="with --paired-with: SYSTEM's guard remembers no checked passage "
+        "(indexplug_bench.paired.forget_checked)",
+    )
     a = p.parse_args()
     ctx = {
         "elastic_url": a.elastic_url,
@@ -215,6 +222,7 @@ def main() -> None:
                 warmup=max(1, a.warmup) if calls else a.warmup,
                 workdir=Path(tmp),
                 replay=Replay(calls) if calls else None,
+                guard_memory=a.guard_memory,
             )
         a.out.write_text(json.dumps(pair, indent=1))
         return
