@@ -1,8 +1,9 @@
 """sqlite-fts5 against the conformance kit: every check it claims must pass.
 
-It claims filters, deletion, persistence, concurrent and multi-process writers; it has a
-``tamper`` hook; it is embedded (no server, no outage hooks), so ``availability.outage`` is
-reported as not claimed.
+It claims filters, deletion, persistence, concurrent and multi-process writers and separate
+records (rows behind an external-content full-text index); it has the ``tamper``,
+``tamper_record`` and ``delete_rows`` hooks; it is embedded (no server, no outage hooks), so
+``availability.outage`` is reported as not claimed.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from indexplug.testing import (
     FiltersConformance,
     MultiprocessWritersConformance,
     PersistenceConformance,
+    SeparateRecordsConformance,
 )
 from indexplug_sqlite_fts5 import SqliteFts5Backend
 
@@ -31,6 +33,7 @@ class TestSqliteFts5Conformance(
     PersistenceConformance,
     ConcurrentWritersConformance,
     MultiprocessWritersConformance,
+    SeparateRecordsConformance,
 ):
     @pytest.fixture
     def backend(self, tmp_path: Path) -> Iterator[Guard]:

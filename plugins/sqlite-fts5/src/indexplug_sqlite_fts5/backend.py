@@ -142,6 +142,8 @@ class SqliteFts5Backend:
         persistence=True,
         concurrent_writers=True,
         multiprocess_writers=True,
+        # rows behind an external-content full-text index (the kit's integrity.rows)
+        separate_records=True,
         # reads stop in SQLite's progress handler, lock waits in its busy timeout, both set
         # from the op's deadline
         cooperative_deadlines=True,
@@ -608,6 +610,51 @@ class SqliteFts5Backend:
         conn = self._conn(index, create=False)
         assert conn is not None
         conn.execute("UPDATE passages SET text = ? WHERE id = ?", (text, passage_id))
+        self._forget_stats(index)
+
+    def tamper_record(self, index: str, passage_id: str, changes: Mapping[str, object]) -> None:
+        """Conformance-kit hook: alter fields of a stored row behind the backend's back
+        (``text``, ``metadata``, ``licence``, ``provenance``, ``start``, ``end``), its id and
+        digest kept, and its full-text postings left as they were (as an edit of the file
+        with another SQLite client would leave them)."""
+        conn = self._conn(index, create=False)
+        if conn is None:
+            raise LookupError(f"index {index!r} does not exist")
+        row = conn.execute(
+            'SELECT text, source, start, "end", metadata FROM passages WHERE id = ?',
+            (passage_id,),
+        ).fetchone()
+        if row is None:
+            raise LookupError(f"passage {passage_id[:12]} is not in index {index!r}")
+        text, source, start, end, metadata = row
+        src = json.loads(source)
+        for key in ("licence", "provenance"):
+            if key in changes:
+                src[key] = changes[key]
+        conn.execute(
+            'UPDATE passages SET text = ?, source = ?, start = ?, "end" = ?, metadata = ? '
+            "WHERE id = ?",
+            (
+                changes.get("text", text),
+                json.dumps(src, ensure_ascii=False),
+                changes.get("start", start),
+                changes.get("end", end),
+                json.dumps(changes["metadata"], ensure_ascii=False)
+                if "metadata" in changes
+                else metadata,
+                passage_id,
+            ),
+        )
+        self._forget_stats(index)
+
+    def delete_rows(self, index: str, ids: Sequence[str]) -> None:
+        """Conformance-kit hook: delete passages' rows from the ``passages`` table but not
+        from the full-text index (nor the count), as a ``DELETE`` run with another SQLite
+        client would: searches must then answer ``INDEX_FAILED``, never "nothing here"."""
+        conn = self._conn(index, create=False)
+        if conn is None:
+            raise LookupError(f"index {index!r} does not exist")
+        conn.executemany("DELETE FROM passages WHERE id = ?", [(i,) for i in ids])
         self._forget_stats(index)
 
 
