@@ -24,6 +24,7 @@ from indexplug import (
     Removed,
     Searched,
 )
+from indexplug.deadlines import Deadline
 from indexplug.embedders.hashing import HashingEmbedder
 from indexplug.passages import provenance_json
 from indexplug.plugins import get_registry
@@ -62,7 +63,9 @@ def test_every_search_outcome(make_guard: MakeGuard) -> None:
 def test_a_query_the_embedder_cannot_represent_matches_nothing(make_guard: MakeGuard) -> None:
     g = make_guard()
     g.add("docs", corpus(5))
-    out = g.search("docs", "🦜🔥 …")  # no word characters: the hashing vector is zero
+    # The guard refuses a query with no letter or digit before any backend sees it; the
+    # backend itself still answers one whose vector is zero with "nothing matches".
+    out = g.backend.search("docs", "🦜🔥 …", top_k=10, deadline=Deadline.after(30.0))
     assert isinstance(out, NoMatch) and out.searched == 5
 
 
@@ -189,6 +192,58 @@ def test_a_tampered_passage_is_not_served(make_guard: MakeGuard) -> None:
     g.backend.tamper("docs", ps[2].id, "altered text about otters")
     out = g.search("docs", "a note about glaciers and item2", top_k=5)
     assert isinstance(out, IndexFailed) and "altered" in out.reason
+
+
+@pytest.mark.parametrize("plain", [False, True], ids=["provenance-in-document", "plain"])
+def test_a_record_altered_in_either_layout_is_not_served(
+    make_guard: MakeGuard, plain: bool
+) -> None:
+    """Both layouts written today keep the digest in the provenance, so metadata, licence,
+    provenance or span altered behind the backend (the id and digest kept) is refused."""
+    from indexplug_chroma import records
+
+    for n, change in enumerate(
+        (
+            {"metadata": {"trusted": True}},
+            {"licence": "LicenseRef-forged"},
+            {"provenance": "forged"},
+            {"start": 1, "end": 2},
+        )
+    ):
+        g = make_guard(plain_documents=str(plain).lower())
+        index = f"alter{n}{'p' if plain else 'd'}"
+        ps = corpus(5)
+        g.add(index, ps)
+        with g.backend._store.use(index) as client:
+            got = g.backend._store.get(client, index).get(
+                ids=[ps[2].id], include=["documents", "metadatas"]
+            )
+        stored = records.from_record(ps[2].id, got["documents"][0], got["metadatas"][0])
+        assert stored == ps[2] and stored.digest == ps[2].digest  # round-trips
+        g.backend.tamper_record(index, ps[2].id, change)
+        out = g.search(index, "a note about glaciers and item2", top_k=5)
+        assert isinstance(out, IndexFailed) and out.error_type == "IntegrityError", out
+        assert ("id" if "start" in change else "digest") in out.reason
+
+
+def test_records_deleted_behind_the_vectors_fail_searches(make_guard: MakeGuard) -> None:
+    """Chroma keeps records (its SQLite file) apart from vectors (HNSW): a vector whose
+    record is gone is INDEX_FAILED, never a shorter answer, "no match" or "empty"; an index
+    emptied through the backend is still INDEX_EMPTY."""
+    g = make_guard()
+    assert g.backend.capabilities.separate_records
+    ps = corpus(6)
+    g.add("docs", ps)
+    g.backend.delete_rows("docs", [ps[3].id])
+    out = g.search("docs", "a note about otters and item3", top_k=10)
+    assert isinstance(out, IndexFailed) and out.error_type == "Inconsistent", out
+    assert "rebuild" in out.reason and ps[3].id[:12] in out.reason
+    g.backend.delete_rows("docs", [p.id for p in ps])
+    out = g.search("docs", "otters", top_k=10)
+    assert isinstance(out, IndexFailed) and out.error_type == "Inconsistent", out
+    g.add("fine", ps)
+    assert isinstance(g.remove("fine", [p.id for p in ps]), Removed)
+    assert isinstance(g.search("fine", "otters"), IndexEmpty)
 
 
 def test_a_tiny_deadline_times_out_every_op(make_guard: MakeGuard) -> None:
@@ -615,7 +670,9 @@ def test_a_record_holds_its_provenance_after_its_text_and_old_records_still_read
         }
         if p.document_sha256:
             oldest[records.DOC] = p.document_sha256
-        assert records.from_record(p.id, p.text, oldest) == p
+        # the first layout had no digest: the passage comes back without one, which the
+        # guard refuses to serve ("re-index it")
+        assert records.from_record(p.id, p.text, oldest) == p.model_copy(update={"digest": None})
     with pytest.raises(ValueError, match="no provenance"):
         records.from_record("x" * 64, "a text someone else stored", None)
     # a cached provenance is shared, so no caller can change it: the metadata is read-only
@@ -676,7 +733,13 @@ def test_hits_come_back_the_same_whichever_way_a_records_layout_sends_them() -> 
     }
     if p0.document_sha256:
         oldest[records.DOC] = p0.document_sha256
-    assert _hits(answer([p0.text, *docs[1:]], [oldest, *metas[1:]]), None) == fast
+    no_digest = fast[0].model_copy(
+        update={"passage": fast[0].passage.model_copy(update={"digest": None})}
+    )
+    assert _hits(answer([p0.text, *docs[1:]], [oldest, *metas[1:]]), None) == [
+        no_digest,
+        *fast[1:],
+    ]
     for broken in (
         f"{ps[2].text}{records.SEPARATOR}{{not json",  # provenance that does not parse
         ps[2].text.replace(records.SEPARATOR, ""),  # no provenance at all
@@ -716,3 +779,34 @@ def test_plain_documents_keep_the_text_alone_in_chromas_document(make_guard: Mak
             assert {h.passage.id: h.passage for h in out.hits} == {p.id: p for p in ps}
     with pytest.raises(ValueError, match="plain_documents must be true or false"):
         ChromaSettings.from_options({"plain_documents": "sometimes"})
+
+
+def test_records_of_the_first_layout_have_no_digest_and_are_refused(
+    make_guard: MakeGuard,
+) -> None:
+    """The first layout (a metadata key per field) had no place for a digest and is no longer
+    written; a record still in it is refused with a reason that says to re-index, never
+    served unvouched for."""
+    import json
+
+    from indexplug_chroma import records
+
+    g = make_guard(plain_documents="true")
+    ps = corpus(4)
+    g.add("old", ps)
+    with g.backend._store.use("old") as client:
+        coll = client.get_collection(collection_name("old"))
+        got = coll.get(ids=[ps[1].id], include=["embeddings"])
+        p = ps[1]
+        first: dict[str, object] = {
+            records.SOURCE: p.source.model_dump_json(exclude_none=True),
+            records.START: p.start,
+            records.END: p.end,
+            records.META: json.dumps(p.metadata),
+            **{records.META_PREFIX + k: v for k, v in p.metadata.items()},
+        }
+        coll.delete(ids=[p.id])
+        coll.add(ids=[p.id], embeddings=got["embeddings"], documents=[p.text], metadatas=[first])
+    out = g.search("old", "a note about glaciers and item1", top_k=4)
+    assert isinstance(out, IndexFailed) and out.error_type == "IntegrityError", out
+    assert "no digest" in out.reason and "re-index" in out.reason

@@ -21,6 +21,7 @@ from indexplug.testing import (
     FiltersConformance,
     OutageConformance,
     PersistenceConformance,
+    SeparateRecordsConformance,
 )
 from indexplug_chroma.testing import ChromaServer
 
@@ -31,6 +32,7 @@ class TestChromaEmbeddedConformance(
     FiltersConformance,
     PersistenceConformance,
     ConcurrentWritersConformance,
+    SeparateRecordsConformance,
 ):
     @pytest.fixture
     def backend_factory(self, tmp_path: Path) -> BackendFactory:

@@ -5,9 +5,15 @@ What each op guarantees, and how:
 * **One embedder per index.** The first write records the embedder's name and dimension in the
   collection's metadata; every op compares them with the backend's embedder and refuses a
   mismatch (``INDEX_FAILED``, naming both), so vectors of two models are never mixed.
-* **Exact passages.** Records carry the full provenance (:mod:`indexplug_chroma.records`); a hit
-  is the passage exactly as added, or, if it was altered behind our back, a passage whose id no
-  longer matches, which the guard refuses to serve.
+* **Exact passages.** Records carry the full provenance and the passage's digest
+  (:mod:`indexplug_chroma.records`); a hit is the passage exactly as added, or, if it was
+  altered behind our back, a passage whose id or digest no longer matches, which the guard
+  refuses to serve.
+* **Records lost behind the vectors.** Chroma keeps a record (document, metadata) apart from
+  its vector (the HNSW index); a vector whose record was deleted behind it comes back from a
+  query with no document.  Such an answer, or an index that counts no records while its
+  vector index still answers, is ``INDEX_FAILED`` ("rebuild it"), never a shorter list, "no
+  match" or "empty".
 * **Known ids.** A passage whose id is stored already is reported known and not written again.
   Writes to one index are serialised within the process (a lock per collection, shared by every
   backend instance on the same folder or server collection), so threads adding the same passage
@@ -56,9 +62,8 @@ from indexplug.outcomes import (
     Searched,
     SearchOutcome,
     StatusOutcome,
-    hits_from_provenance,
 )
-from indexplug.passages import MetadataValue, Passage
+from indexplug.passages import MetadataValue, Passage, passage_from_provenance
 from indexplug.protocols import Capabilities, Embedder, Granularity, Readiness, Vector
 
 from indexplug_chroma import records, sizes
@@ -66,6 +71,7 @@ from indexplug_chroma.errors import (
     ChromaProblem,
     DeadlinePassed,
     EmbedderMismatch,
+    RecordLost,
     WriteLockBusy,
     chromadb_missing,
     failure_outcome,
@@ -127,6 +133,9 @@ class ChromaBackend:
             multiprocess_writers=False,
             server=server,
             dense=True,
+            # Chroma keeps records apart from vectors in both modes; the kit's delete_rows
+            # hook can reach an embedded folder's files only, so only that mode claims it
+            separate_records=not server,
         )
         self._store: Store = (
             ServerStore(self.settings) if server else EmbeddedStore(self.home, self.settings)
@@ -546,7 +555,9 @@ class ChromaBackend:
                 self._store.forget_count(index)
                 count = self._store.count(index, coll)
                 if count == 0:
-                    return IndexEmpty(index=index, backend=self.name)
+                    if not self._vectors_without_records(coll, emb.dim):
+                        return IndexEmpty(index=index, backend=self.name)
+                    count = self._store.count(index, coll)  # written meanwhile: search it
             vector = _checked_vector(emb.embed_query(query, Granularity.TEXT), emb)
             if not np.any(vector):
                 # The embedder saw nothing in the query (no word it knows): no direction to
@@ -589,6 +600,33 @@ class ChromaBackend:
         searched = max(count, len(hits))  # a count cached before another client's writes
         return Searched.from_stored(
             index=index, backend=self.name, hits=hits, searched=searched, scale=SCALE
+        )
+
+    @staticmethod
+    def _vectors_without_records(coll: Any, dim: int) -> bool:
+        """For a collection that counts no records: ``False`` if its vector index holds
+        nothing either (truly empty), ``True`` if records were written meanwhile; raises
+        :class:`RecordLost` if it holds vectors whose records are gone (deleted behind it),
+        which would otherwise pass for an empty index."""
+        try:
+            res = coll.query(
+                query_embeddings=[np.ones(dim, dtype=np.float32)],
+                n_results=1,
+                include=["distances"],
+            )
+        except Exception as exc:
+            if _vector_index_unwritten(exc):
+                return False
+            raise
+        ids = list((res.get("ids") or [[]])[0])
+        if not ids:
+            return False
+        if coll.get(ids=ids, include=[])["ids"]:
+            return True
+        raise RecordLost(
+            f"the index counts no passages, but its vector index still holds passage "
+            f"{str(ids[0])[:12]}... (records deleted behind it); the index cannot be trusted: "
+            "rebuild it"
         )
 
     def _search_handle(
@@ -721,6 +759,62 @@ class ChromaBackend:
                 text = f"{text}{records.SEPARATOR}{prov}"
             coll.update(ids=[passage_id], documents=[text], embeddings=got["embeddings"])
 
+    def tamper_record(self, index: str, passage_id: str, changes: Mapping[str, Any]) -> None:
+        """Conformance-kit hook: alter fields of a stored record behind the backend's back
+        (``text``, ``metadata``, ``licence``, ``provenance``, ``start``, ``end``), in the
+        record's own layout, its id, digest and embedding kept
+        (:func:`indexplug_chroma.records.altered`)."""
+        with self._store.use(index) as client:
+            coll = self._store.get(client, index)
+            if coll is None:
+                raise LookupError(f"index '{index}' does not exist")
+            got = coll.get(ids=[passage_id], include=["embeddings", "documents", "metadatas"])
+            if not got["ids"]:
+                raise LookupError(f"passage {passage_id} is not in '{index}'")
+            document, metadata = records.altered(
+                passage_id, got["documents"][0], got["metadatas"][0], changes
+            )
+            # deleted and added again, so that metadata keys it no longer has are gone too
+            coll.delete(ids=[passage_id])
+            coll.add(
+                ids=[passage_id],
+                embeddings=got["embeddings"],
+                documents=[document],
+                metadatas=[metadata] if metadata else None,
+            )
+        self._store.forget_count(index)
+
+    def delete_rows(self, index: str, ids: Sequence[str]) -> None:
+        """Conformance-kit hook: delete passages' records from Chroma's record store (the
+        folder's ``chroma.sqlite3``) but not their vectors from its HNSW index, as an outside
+        edit of the file would; searches must then answer ``INDEX_FAILED``.
+
+        Embedded mode only: a server's files are not this backend's to reach (server mode
+        does not claim ``separate_records``, so the kit does not ask for this hook there)."""
+        if not isinstance(self._store, EmbeddedStore):
+            raise NotImplementedError(
+                "delete_rows reaches an embedded index's files only, not a server's"
+            )
+        path = self._store.folder(index) / "chroma.sqlite3"
+        if not path.is_file():
+            raise LookupError(f"index '{index}' does not exist")
+        import sqlite3
+        from contextlib import closing
+
+        with closing(sqlite3.connect(path, timeout=30)) as db, db:
+            for i in range(0, len(ids), 500):
+                chunk = list(ids[i : i + 500])
+                marks = ",".join("?" * len(chunk))
+                rows = [
+                    r[0]
+                    for r in db.execute(
+                        f"SELECT id FROM embeddings WHERE embedding_id IN ({marks})", chunk
+                    )
+                ]
+                db.executemany("DELETE FROM embedding_metadata WHERE id = ?", [(r,) for r in rows])
+                db.executemany("DELETE FROM embeddings WHERE id = ?", [(r,) for r in rows])
+        self._store.forget_count(index)
+
 
 def _in_time(deadline: Deadline, step: str) -> None:
     if deadline.expired():
@@ -790,11 +884,11 @@ def _hits(res: Mapping[str, Any], filters: Mapping[str, MetadataValue] | None) -
 
     A hit whose distance is not finite (a degenerate stored vector) has no similarity to rank
     by and is dropped.  Records holding their provenance as one string (today's layout, in
-    the document, or the one before, in a metadata key) become hits in one pass
-    (:func:`indexplug.outcomes.hits_from_provenance`, cheaper per hit than one passage and one
-    hit at a time: ``core/bench/hit_building.py``); a filtered search, a record in the oldest
-    layout or one that is not a passage at all takes :func:`_hits_one_by_one`, which also says
-    which record is broken.
+    the document, or the one before, in a metadata key) become hits in one pass, each
+    ``Hit.from_stored`` around :func:`~indexplug.passages.passage_from_provenance` (neither id
+    nor digest checked here: the guard checks every hit); a filtered search, a record in the
+    oldest layout, one that is not a passage at all or a vector whose record is gone takes
+    :func:`_hits_one_by_one`, which also says which record is broken.
     """
     ids = (res.get("ids") or [[]])[0]
     docs = (res.get("documents") or [[None] * len(ids)])[0]
@@ -805,11 +899,11 @@ def _hits(res: Mapping[str, Any], filters: Mapping[str, MetadataValue] | None) -
     rows: list[tuple[str, float, str, str]] = []
     sep, in_document = records.SEPARATOR, records.provenance_in_document
     for pid, doc, meta, dist in zip(ids, docs, metas, dists, strict=True):
+        if not isinstance(doc, str):
+            return _hits_one_by_one(ids, docs, metas, dists, filters)  # named there
         score = 1.0 - float(dist)
         if not math.isfinite(score):
             continue
-        if not isinstance(doc, str):
-            return _hits_one_by_one(ids, docs, metas, dists, filters)  # named there
         if in_document(meta):  # today's layout: the provenance after the text
             text, found, prov = doc.rpartition(sep)
             if not found:
@@ -820,7 +914,15 @@ def _hits(res: Mapping[str, Any], filters: Mapping[str, MetadataValue] | None) -
                 return _hits_one_by_one(ids, docs, metas, dists, filters)
         rows.append((pid, score, text, prov))
     try:
-        return hits_from_provenance(rows, SCALE.name)
+        return [
+            Hit.from_stored(
+                rank=rank,
+                score=score,
+                score_scale=SCALE.name,
+                passage=passage_from_provenance(pid, text, prov),
+            )
+            for rank, (pid, score, text, prov) in enumerate(rows, start=1)
+        ]
     except Exception:
         return _hits_one_by_one(ids, docs, metas, dists, filters)
 
@@ -834,22 +936,23 @@ def _hits_one_by_one(
 ) -> list[Hit]:
     """:func:`_hits` a record at a time.  A hit whose stored metadata does not equal the
     filter with its exact type is dropped (Chroma compares ``1`` and ``1.0`` as equal); a
-    record that is not an indexplug passage raises ``ValueError`` naming it."""
+    record that is not an indexplug passage raises ``ValueError`` naming it, and a vector
+    whose record is gone :class:`~indexplug_chroma.errors.RecordLost`."""
     hits: list[Hit] = []
     for pid, doc, meta, dist in zip(ids, docs, metas, dists, strict=True):
-        score = 1.0 - float(dist)
-        if not math.isfinite(score):
-            continue
         try:
             passage = records.from_record(pid, doc, meta)
+        except RecordLost:
+            raise
         except Exception as exc:
             raise ValueError(
                 f"stored record {pid[:12]}... is not an indexplug passage ({type(exc).__name__}: "
                 f"{exc})"
             ) from exc
-        if not records.matches(passage, filters):
+        score = 1.0 - float(dist)
+        if not math.isfinite(score) or not records.matches(passage, filters):
             continue
-        # from_stored: the guard checks every hit (ranks, scores, scale, ids) anyway.
+        # from_stored: the guard checks every hit (ranks, scores, scale, id, digest) anyway.
         hits.append(
             Hit.from_stored(
                 rank=len(hits) + 1, score=score, score_scale=SCALE.name, passage=passage

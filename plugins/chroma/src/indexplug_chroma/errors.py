@@ -38,6 +38,11 @@ class EmbedderMismatch(ChromaProblem):
     pass
 
 
+class RecordLost(ChromaProblem, ValueError):
+    """Chroma answered a vector's id without its record (no document, no metadata): the
+    record was deleted behind the vector index, so the index cannot say what it holds."""
+
+
 @functools.cache
 def chromadb_missing() -> str | None:
     """Why chromadb cannot be used here, or None (imported once per process)."""
@@ -99,6 +104,8 @@ def failure_outcome(
         return IndexFailed(
             index=index, backend=backend, reason=str(exc), error_type="EmbedderMismatch"
         )
+    if isinstance(exc, RecordLost):
+        return IndexFailed(index=index, backend=backend, reason=str(exc), error_type="Inconsistent")
     net = _transport(exc) if settings.mode == "server" else None
     if net is not None:
         kind, err = net

@@ -27,6 +27,17 @@ Chroma clients read too); the collection's metadata records which layout it has
 layouts.  Records in either layout, and in the first one (a key per field: ``ip.source``/
 ``ip.start``/``ip.end``/``ip.doc``/``ip.meta``), are all read, each by its own keys.
 
+Digests: both layouts written today hold the passage's digest inside the provenance JSON
+(:func:`~indexplug.passages.provenance_json` writes it), so it round-trips with the rest.  The
+first layout has no place for one and is no longer written; its records come back with no
+digest, which the guard refuses to serve (``INDEX_FAILED``: "no digest ...; re-index it"):
+an honest failure rather than a passage nothing vouches for.  Re-adding the passages to a new
+index fixes it.
+
+A record Chroma answers without a document (its record deleted from Chroma's record store
+while its vector stayed in the vector index) raises :class:`RecordLost`, which the backend
+answers as ``INDEX_FAILED``: such an index can no longer say what it holds.
+
 Chroma compares ``1`` and ``1.0`` as equal; indexplug's equality filters are typed (a filter on
 the int ``2001`` does not match the float ``2001.0``), so hits are checked again against the
 exact JSON copy (:func:`matches`).
@@ -45,6 +56,8 @@ from indexplug.passages import (
     provenance_json,
     source_from_json,
 )
+
+from indexplug_chroma.errors import RecordLost
 
 META_PREFIX = "m."
 SEPARATOR = "\x1e"
@@ -88,7 +101,14 @@ def split_document(document: str) -> tuple[str, str]:
 
 
 def from_record(pid: str, document: str | None, metadata: Mapping[str, Any] | None) -> Passage:
-    """The stored passage, rebuilt *without* the id check (the guard does that check)."""
+    """The stored passage, rebuilt *without* the id and digest checks (the guard does them);
+    :class:`RecordLost` for a vector whose record is gone, ``ValueError`` for a record that is
+    not a passage."""
+    if document is None and not metadata:
+        raise RecordLost(
+            f"the vector index holds passage {pid[:12]}... but its record is gone (deleted "
+            "behind Chroma's vector index); the index cannot be trusted: rebuild it"
+        )
     if provenance_in_document(metadata):
         return passage_from_provenance(pid, *split_document(document or ""))
     meta = metadata or {}
@@ -105,7 +125,45 @@ def from_record(pid: str, document: str | None, metadata: Mapping[str, Any] | No
         end=int(meta[END]),
         document_sha256=str(meta[DOC]) if meta.get(DOC) else None,
         metadata=json.loads(old) if old and old != "{}" else None,
+        digest=None,  # the first layout kept none: the guard refuses it ("re-index it")
     )
+
+
+def altered(
+    pid: str,
+    document: str | None,
+    metadata: Mapping[str, Any] | None,
+    changes: Mapping[str, Any],
+) -> tuple[str, dict[str, Any] | None]:
+    """A stored record with ``changes`` made to it in place (``text``, ``metadata``,
+    ``licence``, ``provenance``, ``start``, ``end``), its id and digest kept, in the layout it
+    has: what an edit behind the backend's back would leave (the conformance kit's
+    ``tamper_record`` hook).  The filterable ``m.*`` copies follow a metadata change."""
+    p = from_record(pid, document, metadata)
+    source = p.source.model_copy(
+        update={k: v for k, v in changes.items() if k in ("licence", "provenance")}
+    )
+    q = Passage.from_stored(
+        id=p.id,
+        text=changes.get("text", p.text),
+        source=source,
+        start=changes.get("start", p.start),
+        end=changes.get("end", p.end),
+        document_sha256=p.document_sha256,
+        metadata=changes.get("metadata", p.metadata),
+        digest=p.digest,
+    )
+    meta = {k: v for k, v in (metadata or {}).items() if not k.startswith(META_PREFIX)}
+    meta.update({META_PREFIX + k: v for k, v in q.metadata.items()})
+    if provenance_in_document(metadata):
+        return f"{q.text}{SEPARATOR}{provenance_json(q)}", meta or None
+    if PROV in meta:
+        meta[PROV] = provenance_json(q)
+        return q.text, meta
+    meta[SOURCE] = q.source.model_dump_json(exclude_none=True)
+    meta[START], meta[END] = q.start, q.end
+    meta[META] = json.dumps(dict(q.metadata), ensure_ascii=False)
+    return q.text, meta
 
 
 def where_clause(filters: Mapping[str, MetadataValue] | None) -> dict[str, Any] | None:
