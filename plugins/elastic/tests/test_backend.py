@@ -350,12 +350,50 @@ def test_progress_bar_for_large_adds(
     assert "indexing into" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"analysis": "server", "analyzer": "standard"},
+        {"embedder": "hashing:default", "mode": "knn"},
+        {"embedder": "hashing:default", "mode": "hybrid"},
+    ],
+    ids=["bm25-client", "bm25-server", "knn", "hybrid"],
+)
+def test_records_altered_or_deleted_behind_the_index_fail_searches(
+    make_single: BackendMaker, options: dict[str, str]
+) -> None:
+    """The digest rides in ``prov`` and comes back with every hit, so an altered record (id
+    and digest kept) is refused; a document a search finds without its record (text and
+    ``prov`` gone, terms and vector kept) is INDEX_FAILED, one record or all of them, in
+    every mode and analysis."""
+    g = make_single(**options)
+    ps = corpus(6)
+    g.add("r", ps)
+    out = g.search("r", "item2", top_k=6)
+    assert isinstance(out, Searched)
+    assert {h.passage.id: h.passage.digest for h in out.hits}[ps[2].id] == ps[2].digest
+    g.backend.tamper_record("r", ps[2].id, {"metadata": {"trusted": True}})
+    out = g.search("r", "item2", top_k=6)
+    assert isinstance(out, IndexFailed) and "digest" in out.reason, out
+    g.add("d", ps)
+    g.backend.delete_rows("d", [ps[3].id])
+    for query in ("item3", "alpha"):
+        out = g.search("d", query, top_k=6)
+        assert isinstance(out, IndexFailed) and out.error_type == "RecordLost", out
+        assert ps[3].id[:12] in out.reason and "rebuild" in out.reason
+    g.backend.delete_rows("d", [p.id for p in ps])
+    out = g.search("d", "alpha", top_k=6)
+    assert isinstance(out, IndexFailed) and out.error_type == "RecordLost", out
+
+
 def test_a_bm25_search_fails_over_from_a_dead_host_within_its_deadline(
     make_single: BackendMaker, es_single: EsCluster
 ) -> None:
-    """BM25 searches claim cooperative deadlines (the guard runs them on the caller's thread),
-    so their failover must stay inside the deadline: a host that refuses connections is left
-    for the live one, each try with what is left of the deadline."""
+    """BM25 searches claim cooperative deadlines (a claim: the guard runs every op on a worker
+    thread it gives up on at the deadline), so their failover must stay inside the deadline
+    by itself: a host that refuses connections is left for the live one, each try with what
+    is left of the deadline."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"

@@ -23,6 +23,7 @@ from indexplug.testing import (
     MultiprocessWritersConformance,
     OutageConformance,
     PersistenceConformance,
+    SeparateRecordsConformance,
 )
 from indexplug_elastic.backend import ElasticBackend
 from indexplug_elastic.testing.server import EsCluster
@@ -36,6 +37,7 @@ class _ElasticConformance(
     ConcurrentWritersConformance,
     MultiprocessWritersConformance,
     OutageConformance,
+    SeparateRecordsConformance,
 ):
     """Shared by both topologies; a subclass says which cluster (``cluster`` fixture)."""
 

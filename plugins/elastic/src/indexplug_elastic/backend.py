@@ -9,7 +9,8 @@ indexplug's mark and facts in ``_meta`` (see :mod:`indexplug_elastic.mapping`). 
 * :mod:`~indexplug_elastic.writes` adds (with :mod:`~indexplug_elastic.bulk`),
   :mod:`~indexplug_elastic.reads` searches (with :mod:`~indexplug_elastic.search`), and
   :mod:`~indexplug_elastic.failures` turns every error into a typed outcome;
-* this module ties them into the five ops, ``op_drop`` and the kit's ``tamper`` hook.
+* this module ties them into the five ops, ``op_drop`` and the kit's hooks (``tamper``,
+  ``tamper_record``, ``delete_rows``).
 
 Every request is bounded by what is left of the op's deadline (the client's request timeout,
 and the server-side ``timeout`` of searches and writes), so an op answers ``IndexTimeout``
@@ -78,11 +79,15 @@ class ElasticBackend:
             multiprocess_writers=True,
             server=True,
             dense=self.opts.embedder is not None,
-            # A BM25 search's requests go through Connection.bounded (one try per node, each
-            # with what is left of the deadline as its timeout), so it stops by itself; the
-            # guard then skips a thread hand-off, about a tenth of a 1.5 ms search
-            # (bench/search_overhead.py).  Not claimed with an embedder (loading a model is
-            # not bounded) nor for writes (a failed add rolls back past its deadline).
+            # A passage's record (text, prov in _source) is apart from what searches match
+            # (the terms postings, the vector): a document found without its record is
+            # INDEX_FAILED (documents.RecordLost), held by the kit's integrity.rows.
+            separate_records=True,
+            # A claim (shown on the card; the guard runs every op on a worker thread anyway):
+            # a BM25 search's requests go through Connection.bounded (one try per node, each
+            # with what is left of the deadline as its timeout), so it stops by itself at its
+            # deadline.  Not claimed with an embedder (loading a model is not bounded) nor for
+            # writes (a failed add rolls back past its deadline).
             cooperative_deadlines=(frozenset({"search"}) if self.opts.embedder is None else False),
         )
         self._cx = Context(self.opts, Connection(self.opts, environ), embedder_factory)
@@ -252,6 +257,7 @@ class ElasticBackend:
 
         return self._guarded(index, "optimizing", deadline, op)
 
+    # -- conformance-kit hooks ---------------------------------------------------------
     def tamper(self, index: str, passage_id: str, new_text: str) -> None:
         """Conformance-kit hook: change a stored passage's text behind the backend's back.
 
@@ -259,20 +265,73 @@ class ElasticBackend:
         with the terms of both texts, so the searches that found it still do and the guard
         gets to see (and refuse) a passage whose text no longer matches its id.
         """
+        self.tamper_record(index, passage_id, {"text": new_text})
+
+    def tamper_record(self, index: str, passage_id: str, changes: Mapping[str, Any]) -> None:
+        """Conformance-kit hook: alter fields of a stored passage's record behind the
+        backend's back (``text``, ``metadata``, ``licence``, ``provenance``, ``start``,
+        ``end``), its id and digest kept in ``prov``.
+
+        The search structure is left finding it: its vector (of the old text), the terms of
+        both texts (client analysis) and the filter terms of the metadata it now has, so the
+        searches that found it still do and the guard gets to see (and refuse) it.
+        """
+        es_index, client, meta, old = self._stored(index, passage_id)
+        prov = orjson.loads(old[PROV])
+        source = dict(prov["source"])
+        for key in ("licence", "provenance"):
+            if key in changes:
+                source[key] = changes[key]
+        prov["source"] = source
+        for key in ("start", "end", "metadata"):
+            if key in changes:
+                prov[key] = changes[key]
+        text = str(changes.get("text", old[TEXT]))
+        doc = self._structure(meta, old[TEXT], prov.get("metadata") or {}, also=text)
+        doc[TEXT] = text
+        doc[PROV] = orjson.dumps(prov).decode()
+        client.index(index=es_index, id=passage_id, document=doc, refresh=True)
+
+    def delete_rows(self, index: str, ids: Sequence[str]) -> None:
+        """Conformance-kit hook: delete passages' records (``text`` and ``prov`` in
+        ``_source``) but not what searches match (terms, vector, filter terms).
+
+        Elasticsearch keeps a document's ``_source`` and its postings together, so this is the
+        closest equivalent: each document is rewritten with its search structure alone (with
+        server analysis the text is its postings and stays; its ``prov`` goes).  Searches
+        that find one must answer ``INDEX_FAILED``.
+        """
+        for pid in ids:
+            es_index, client, meta, old = self._stored(index, pid)
+            if PROV not in old:
+                continue  # its record is gone already
+            prov = orjson.loads(old[PROV])
+            doc = self._structure(meta, old[TEXT], prov.get("metadata") or {})
+            if meta.analysis != "client":
+                doc[TEXT] = old[TEXT]
+            client.index(index=es_index, id=pid, document=doc, refresh=True)
+
+    def _stored(self, index: str, passage_id: str) -> tuple[str, Any, Any, dict[str, Any]]:
+        """(Elasticsearch index, client, facts, ``_source``) of a stored passage, for the
+        hooks."""
         es_index = self._cx.es_index(index)
         deadline = Deadline.after(30.0)
         client = self._cx.conn.within(deadline)
         meta = self._cx.meta(client, es_index, deadline, fresh=True)
         if meta is None:
             raise LookupError(f"index {index} does not exist")
-        old = client.get(index=es_index, id=passage_id)["_source"]
-        doc: dict[str, Any] = {key: old[key] for key in old}
-        doc[TEXT] = new_text
+        source = dict(client.get(index=es_index, id=passage_id)["_source"])
+        return es_index, client, meta, source
+
+    def _structure(
+        self, meta: Any, text: str, metadata: Mapping[str, Any], *, also: str = ""
+    ) -> dict[str, Any]:
+        """What searches match for a passage of ``text`` (and ``also``'s terms): the client's
+        terms, the vector of ``text`` and the filter terms of ``metadata``."""
+        doc: dict[str, Any] = {FILTERS: [filter_term(k, v) for k, v in metadata.items()]}
         if meta.analysis == "client":
-            doc[TERMS] = self._cx.analysis.analyze(f"{old[TEXT]} {new_text}")
+            doc[TERMS] = self._cx.analysis.analyze(f"{text} {also}".strip())
         if meta.embedder is not None and self.opts.embedder:
-            vec = self._cx.embedder().embed_documents([old[TEXT]], Granularity.TEXT)[0]
+            vec = self._cx.embedder().embed_documents([text], Granularity.TEXT)[0]
             doc[VECTOR] = [float(x) for x in vec]
-        prov = orjson.loads(old[PROV])
-        doc[FILTERS] = [filter_term(k, v) for k, v in (prov.get("metadata") or {}).items()]
-        client.index(index=es_index, id=passage_id, document=doc, refresh=True)
+        return doc

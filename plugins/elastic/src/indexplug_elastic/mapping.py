@@ -10,9 +10,10 @@ Fields (``dynamic: strict``, so nothing else can creep in):
 * ``text``: the passage text, exactly as added.  Analysed by the server analyzer when the
   server analyses; otherwise stored only (``index: false``) and ``terms`` is searched.
 * ``terms``: client-side analysed terms (``whitespace`` analyzer); left out of ``_source``.
-* ``prov``: the rest of the passage (source, span, document hash, metadata) as one JSON string,
-  stored but not indexed.  A string comes back byte for byte, so a passage is returned exactly
-  as added (floats such as ``5e-324`` included) and the guard can verify its id.
+* ``prov``: the rest of the passage (source, span, document hash, metadata and its digest) as
+  one JSON string, stored but not indexed (no postings, no doc values: nothing searches it).  A
+  string comes back byte for byte, so a passage is returned exactly as added (floats such as
+  ``5e-324`` included) and the guard can verify its id and digest.
 * ``filter_terms``: one keyword per metadata entry, ``key NUL type:value``, for equality
   filters that respect types (``1``, ``1.0``, ``True`` and ``"1"`` are four different values);
   left out of ``_source``.
