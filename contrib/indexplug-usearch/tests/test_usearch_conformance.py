@@ -14,6 +14,7 @@ from indexplug.testing import (
     DeletionConformance,
     FiltersConformance,
     PersistenceConformance,
+    SeparateRecordsConformance,
 )
 
 
@@ -23,6 +24,7 @@ class TestUsearchConformance(
     FiltersConformance,
     PersistenceConformance,
     ConcurrentWritersConformance,
+    SeparateRecordsConformance,
 ):
     @pytest.fixture
     def backend_factory(self, tmp_path: Path) -> BackendFactory:

@@ -22,6 +22,7 @@ from indexplug import (
     Hit,
     Indexed,
     IndexEmpty,
+    IndexFailed,
     IndexStatus,
     IndexTimeout,
     NoMatch,
@@ -119,22 +120,34 @@ class TemplateBackend:
         for raw in data["passages"].values():
             if deadline.expired():
                 return IndexTimeout(index=index, backend=self.name, deadline_s=deadline.seconds)
-            overlap = len(words & set(_WORD.findall(raw["text"].lower())))
+            # Rebuild passages from storage without validation (``from_stored``), with the
+            # digest the record holds (``model_dump`` wrote it).  The guard checks the id and
+            # digest of every hit; this scan reads every record, and checks each, because an
+            # altered one would otherwise just stop matching and "nothing matched" would hide
+            # it.  (A backend with a search structure apart from its records reads only its
+            # hits, and leaves checking them to the guard.)
+            passage = Passage.from_stored(**raw)
+            if not passage.intact():
+                return IndexFailed(
+                    index=index,
+                    backend=self.name,
+                    reason=f"stored passage {passage.id[:12]}... no longer matches its id or "
+                    "digest (altered behind the backend); re-index it",
+                    error_type="IntegrityError",
+                )
+            overlap = len(words & set(_WORD.findall(passage.text.lower())))
             if overlap >= self.min_overlap:
-                scored.append((overlap, raw["id"], raw))
+                scored.append((overlap, passage.id, passage))
         scored.sort(key=lambda s: (-s[0], s[1]))
         if not scored:
             return NoMatch(index=index, backend=self.name, searched=len(data["passages"]))
         hits = [
-            Hit(
-                rank=rank,
-                score=float(score),
-                score_scale=self.score_scale.name,
-                passage=Passage.from_stored(**raw),
+            Hit.from_stored(
+                rank=rank, score=float(score), score_scale=self.score_scale.name, passage=p
             )
-            for rank, (score, _, raw) in enumerate(scored[:top_k], start=1)
+            for rank, (score, _, p) in enumerate(scored[:top_k], start=1)
         ]
-        return Searched(
+        return Searched.from_stored(
             index=index,
             backend=self.name,
             hits=hits,
@@ -177,4 +190,17 @@ class TemplateBackend:
         data = self._load(index)
         assert data is not None
         data["passages"][passage_id]["text"] = text
+        self._save(index, data)
+
+    def tamper_record(self, index: str, passage_id: str, changes: Mapping[str, Any]) -> None:
+        """Conformance-kit hook: alter fields of a stored passage (``text``, ``metadata``,
+        ``licence``, ``provenance``, ``start``, ``end``), keeping its id and digest.
+
+        (No ``delete_rows`` hook: one JSON file holds both the passages and what search
+        scores, so a record cannot be deleted behind a separate search structure.)"""
+        data = self._load(index)
+        assert data is not None
+        raw = data["passages"][passage_id]
+        raw.update({k: v for k, v in changes.items() if k in ("text", "metadata", "start", "end")})
+        raw["source"].update({k: v for k, v in changes.items() if k in ("licence", "provenance")})
         self._save(index, data)

@@ -11,6 +11,12 @@ no place for passages.  So each index folder holds
 On open, a graph whose stamp differs from the store's generation (a crash between the commit and
 the save, a file deleted by hand) is rebuilt from the vectors in the store, so the graph can never
 serve something the store does not hold.  Scores are cosine similarities (``1 - distance``).
+
+Each passage is stored as ``Passage.model_dump_json()``, its digest included, and comes back
+through ``Passage.from_stored`` (neither id nor digest checked here: the guard checks every hit
+and refuses one altered behind the backend's back).  A graph key whose row is gone (deleted
+from ``store.sqlite`` behind the graph), or a graph holding vectors while the store counts no
+passage, answers ``INDEX_FAILED``: never a shorter answer, ``NO_MATCH`` or ``INDEX_EMPTY``.
 """
 
 from __future__ import annotations
@@ -133,7 +139,12 @@ class UsearchBackend:
     description = DESCRIPTION
     score_scale = SCALE
     capabilities = Capabilities(
-        filters=True, deletion=True, persistence=True, concurrent_writers=True, dense=True
+        filters=True,
+        deletion=True,
+        persistence=True,
+        concurrent_writers=True,
+        dense=True,
+        separate_records=True,
     )
 
     def __init__(self, home: Path, *, embedder: Embedder, expansion: int = 64) -> None:
@@ -320,6 +331,8 @@ class UsearchBackend:
                 return bad
             total = idx.count()
             if total == 0:
+                if len(idx.graph):
+                    return self._lost(index, len(idx.graph))
                 return IndexEmpty(index=index, backend=self.name)
             q = self.embedder.embed_query(query, Granularity.TEXT).astype(np.float32)
             if not np.any(q):
@@ -341,12 +354,12 @@ class UsearchBackend:
                     keys,
                 ).fetchall()
             )
-        hits: list[Hit] = []
+        lost = sum(1 for key in keys if key not in rows)
+        if lost:
+            return self._lost(index, lost)
+        found: list[tuple[float, Passage]] = []
         for key, dist in zip(keys, dists, strict=True):
-            raw = rows.get(key)
-            if raw is None:
-                continue
-            data = json.loads(raw)
+            data = json.loads(rows[key])
             meta = data.get("metadata") or {}
             if filters and any(meta.get(k) != v for k, v in filters.items()):
                 continue
@@ -360,18 +373,33 @@ class UsearchBackend:
                 metadata=meta,
                 digest=data.get("digest"),
             )
-            hits.append(
-                Hit(rank=len(hits) + 1, score=1.0 - dist, score_scale=SCALE.name, passage=passage)
-            )
-            if len(hits) == top_k:
+            found.append((1.0 - dist, passage))
+            if len(found) == top_k:
                 break
-        if not hits:
+        if not found:
             return NoMatch(index=index, backend=self.name, searched=total)
         # HNSW distances come back sorted; float noise can reorder equal scores, so make the
-        # order exact for the guard's check.
-        hits.sort(key=lambda h: -h.score)
-        hits = [h.model_copy(update={"rank": i}) for i, h in enumerate(hits, start=1)]
-        return Searched(index=index, backend=self.name, hits=hits, searched=total, scale=SCALE)
+        # order exact for the guard's check.  Built without validation: the guard checks
+        # every hit (ranks, scores, each passage's id and digest).
+        found.sort(key=lambda f: -f[0])
+        hits = [
+            Hit.from_stored(rank=rank, score=score, score_scale=SCALE.name, passage=passage)
+            for rank, (score, passage) in enumerate(found, start=1)
+        ]
+        return Searched.from_stored(
+            index=index, backend=self.name, hits=hits, searched=total, scale=SCALE
+        )
+
+    def _lost(self, index: str, count: int) -> IndexFailed:
+        return IndexFailed(
+            index=index,
+            backend=self.name,
+            reason=(
+                f"the HNSW graph holds {count} passage(s) whose rows are not in store.sqlite "
+                "(deleted behind the graph); the index cannot be trusted: rebuild it"
+            ),
+            error_type="Inconsistent",
+        )
 
     def remove(self, index: str, ids: Sequence[str], *, deadline: Deadline) -> RemoveOutcome:
         if deadline.expired():
@@ -450,3 +478,37 @@ class UsearchBackend:
                 "UPDATE passages SET passage=? WHERE id=?", (json.dumps(data), passage_id)
             )
             idx.db.commit()
+
+    def tamper_record(self, index: str, passage_id: str, changes: Mapping[str, Any]) -> None:
+        """Conformance-kit hook: alter fields of a stored passage behind the backend's back
+        (``text``, ``metadata``, ``licence``, ``provenance``, ``start``, ``end``), its id,
+        digest and vector kept."""
+        idx = self._index(index, create=False)
+        if idx is None:
+            raise LookupError(f"index {index!r} does not exist")
+        with idx.lock:
+            row = idx.db.execute(
+                "SELECT passage FROM passages WHERE id=?", (passage_id,)
+            ).fetchone()
+            if row is None:
+                raise LookupError(f"passage {passage_id[:12]} is not in index {index!r}")
+            data = json.loads(row[0])
+            for key in ("text", "metadata", "start", "end"):
+                if key in changes:
+                    data[key] = changes[key]
+            for key in ("licence", "provenance"):
+                if key in changes:
+                    data["source"][key] = changes[key]
+            idx.db.execute(
+                "UPDATE passages SET passage=? WHERE id=?", (json.dumps(data), passage_id)
+            )
+
+    def delete_rows(self, index: str, ids: Sequence[str]) -> None:
+        """Conformance-kit hook: delete passages' rows from ``store.sqlite`` but not their
+        vectors from the HNSW graph (nor the generation), as an edit of the file behind the
+        backend's back would: searches must then answer ``INDEX_FAILED``."""
+        idx = self._index(index, create=False)
+        if idx is None:
+            raise LookupError(f"index {index!r} does not exist")
+        with idx.lock:
+            idx.db.executemany("DELETE FROM passages WHERE id = ?", [(i,) for i in ids])
