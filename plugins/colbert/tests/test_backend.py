@@ -26,6 +26,8 @@ from indexplug import (
     Removed,
     Searched,
 )
+from indexplug.deadlines import Deadline
+from indexplug.errors import InvalidRequest
 from indexplug.outcomes import BadRequest, outcome_from_json
 from indexplug_colbert import engines
 from indexplug_colbert.codec import quantize
@@ -58,8 +60,10 @@ def test_every_search_outcome(guard: Guard) -> None:
     assert found.hits[0].passage.id == ps[7].id and found.searched == 30
     assert found.scale.name == "maxsim" and not found.scale.comparable_across_searches
     assert found.degraded == []
-    # a query without a single token (the hashing embedder keeps words only) matches nothing
-    nm = guard.search("docs", "?! ...")
+    # a query without a single token (the hashing embedder keeps words only) matches nothing;
+    # the guard refuses one with no letter or digit before a backend sees it, so ask the
+    # backend itself
+    nm = guard.backend.search("docs", "?! ...", top_k=10, deadline=Deadline.after(30.0))
     assert isinstance(nm, NoMatch) and nm.searched == 30
     gone = guard.remove("docs", [p.id for p in ps])
     assert isinstance(gone, Removed) and gone.removed == 30
@@ -329,7 +333,13 @@ def test_rerank_scores_callers_passages_without_indexing(guard: Guard) -> None:
     assert isinstance(guard.call_extra("rerank", "nowhere", query="beta", passages=ps), Searched)
     empty = guard.call_extra("rerank", "docs", query="beta", passages=[])
     assert isinstance(empty, NoMatch) and empty.searched == 0
-    bad = guard.call_extra("rerank", "docs", query="beta", passages=["not a passage"])
+    # the guard refuses what is not a passage before the plugin sees it; the plugin, asked
+    # directly, answers BadRequest itself
+    with pytest.raises(InvalidRequest, match="Passage"):
+        guard.call_extra("rerank", "docs", query="beta", passages=["not a passage"])
+    bad = guard.backend.op_rerank(  # type: ignore[attr-defined]
+        "docs", deadline=Deadline.after(30.0), query="beta", passages=["not a passage"]
+    )
     assert isinstance(bad, BadRequest) and bad.field == "passages"
 
 
@@ -372,6 +382,43 @@ def test_tamper_is_refused_by_the_guard(guard: Guard) -> None:
     guard.backend.tamper("docs", ps[2].id, "altered text item2")  # type: ignore[attr-defined]
     out = guard.search("docs", "item2", top_k=1)
     assert isinstance(out, IndexFailed) and "no longer matches" in out.reason
+
+
+def test_records_keep_their_digest_and_an_altered_one_is_refused(guard: Guard) -> None:
+    """A record holds the passage's digest (``model_dump_json``), which comes back with every
+    hit and ``explain``; metadata, licence or provenance altered on disk (id and digest
+    kept) is refused by search and by explain."""
+    ps = corpus(5)
+    guard.add("docs", ps)
+    found = guard.search("docs", "item2", top_k=5)
+    assert isinstance(found, Searched)
+    assert all(h.passage.digest == h.passage.expected_digest() for h in found.hits)
+    for n, change in enumerate(
+        ({"metadata": {"trusted": True}}, {"licence": "forged"}, {"provenance": "forged"})
+    ):
+        guard.add(f"alter{n}", ps)
+        guard.backend.tamper_record(f"alter{n}", ps[2].id, change)  # type: ignore[attr-defined]
+        out = guard.search(f"alter{n}", "item2", top_k=5)
+        assert isinstance(out, IndexFailed) and "digest" in out.reason, out
+        ex = guard.call_extra("explain", f"alter{n}", query="item2", passage_id=ps[2].id)
+        assert isinstance(ex, IndexFailed) and "digest" in ex.reason, ex
+
+
+def test_records_deleted_behind_the_vectors_fail_searches(guard: Guard) -> None:
+    """The vectors still name a passage whose record is gone: INDEX_FAILED, never a shorter
+    answer, NO_MATCH or INDEX_EMPTY, and explain fails too."""
+    assert guard.backend.capabilities.separate_records  # type: ignore[attr-defined]
+    ps = corpus(6)
+    guard.add("docs", ps)
+    guard.backend.delete_rows("docs", [ps[3].id])  # type: ignore[attr-defined]
+    out = guard.search("docs", "item3", top_k=6)
+    assert isinstance(out, IndexFailed) and out.error_type == "Inconsistent", out
+    assert ps[3].id[:12] in out.reason and "rebuild" in out.reason
+    ex = guard.call_extra("explain", "docs", query="item3", passage_id=ps[3].id)
+    assert isinstance(ex, IndexFailed) and ex.error_type == "Inconsistent", ex
+    guard.backend.delete_rows("docs", [p.id for p in ps])  # type: ignore[attr-defined]
+    out = guard.search("docs", "alpha", top_k=6)
+    assert isinstance(out, IndexFailed) and out.error_type == "Inconsistent", out
 
 
 # -- budget -----------------------------------------------------------------------------
@@ -488,8 +535,11 @@ def test_a_held_write_lock_times_out_and_readers_still_answer(make: Make, tmp_pa
     g = make()
     g.add("docs", corpus(5))
     with write_lock(tmp_path / "home" / ".locks" / "docs.lock", Deadline.after(5)):
-        out = g.add("docs", corpus(2, "late"), deadline_s=0.3)
+        # on the backend itself: through the guard, the answer comes after the deadline and
+        # the guard reports that instead of the backend's reason
+        out = g.backend.add("docs", corpus(2, "late"), max_bytes=None, deadline=Deadline.after(0.3))
         assert isinstance(out, IndexTimeout) and "write lock" in out.reason
+        assert isinstance(g.add("docs", corpus(2, "late"), deadline_s=0.3), IndexTimeout)
         assert isinstance(g.search("docs", "alpha"), Searched)
     assert isinstance(g.add("docs", corpus(2, "late")), Indexed)
 
@@ -553,7 +603,7 @@ def test_fallback_answers_say_they_are_degraded(make: Make) -> None:
     why = found.degraded[0]
     assert why.part == "engine:ragatouille" and "fallback" in why.reason
     assert "not installed" in why.reason
-    nm = g.search("docs", "?!")
+    nm = g.backend.search("docs", "?!", top_k=10, deadline=Deadline.after(30.0))
     assert isinstance(nm, NoMatch) and nm.degraded == found.degraded
     rr = g.call_extra("rerank", "docs", query="alpha", passages=corpus(2))
     assert isinstance(rr, Searched) and rr.degraded == found.degraded

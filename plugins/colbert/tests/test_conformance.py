@@ -14,6 +14,7 @@ from indexplug.testing import (
     DeletionConformance,
     MultiprocessWritersConformance,
     PersistenceConformance,
+    SeparateRecordsConformance,
 )
 from indexplug_colbert import ColbertBackend
 
@@ -26,6 +27,7 @@ class TestColbertNativeConformance(
     PersistenceConformance,
     ConcurrentWritersConformance,
     MultiprocessWritersConformance,
+    SeparateRecordsConformance,
 ):
     @pytest.fixture
     def backend(self, tmp_path: Path) -> Iterator[Guard]:

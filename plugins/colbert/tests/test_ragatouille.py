@@ -35,6 +35,7 @@ from indexplug.testing import (
     KitSettings,
     MultiprocessWritersConformance,
     PersistenceConformance,
+    SeparateRecordsConformance,
 )
 from indexplug_colbert import ColbertBackend, Explanation
 from indexplug_colbert.engines import ragatouille as rag_engine
@@ -136,6 +137,7 @@ class TestColbertRagatouilleConformance(
     PersistenceConformance,
     ConcurrentWritersConformance,
     MultiprocessWritersConformance,
+    SeparateRecordsConformance,
 ):
     """The kit, sized for an engine whose every add below 5,000 passages is a full PLAID build
     (RAGatouille's rule): fewer concurrent batches and a smaller scale check than the defaults,

@@ -67,6 +67,7 @@ from indexplug_colbert.engines.base import (
 )
 from indexplug_colbert.locking import CROSS_PROCESS, write_lock
 from indexplug_colbert.models import Explanation, TokenMatch
+from indexplug_colbert.records import RecordLost
 from indexplug_colbert.settings import SETTINGS_FILE, BackendSettings, IndexFacts
 
 DESCRIPTION = (
@@ -117,6 +118,9 @@ class ColbertBackend:
         concurrent_writers=True,
         multiprocess_writers=CROSS_PROCESS,
         dense=True,
+        # both engines keep each passage's record (a JSON line) apart from its vectors; a
+        # vector whose record is gone is INDEX_FAILED (records.RecordLost)
+        separate_records=True,
     )
 
     def __init__(
@@ -258,6 +262,10 @@ class ColbertBackend:
             return IndexFailed(
                 index=index, backend=self.name, reason=str(exc), error_type="IncompatibleIndex"
             )
+        except RecordLost as exc:
+            return IndexFailed(
+                index=index, backend=self.name, reason=str(exc), error_type="Inconsistent"
+            )
         except OSError as exc:
             return IndexFailed(
                 index=index,
@@ -367,18 +375,17 @@ class ColbertBackend:
             return NoMatch(
                 index=t.name, backend=self.name, searched=ranked.searched, degraded=t.degraded
             )
+        # built without validation: the guard checks every hit (ranks, scores, id, digest)
         hits = [
             Hit.from_stored(rank=i, score=score, score_scale=SCALE.name, passage=p)
             for i, (p, score) in enumerate(ranked.hits, start=1)
         ]
-        return Searched(
-            index=t.name,
-            backend=self.name,
-            hits=hits,
-            searched=ranked.searched,
-            scale=SCALE,
-            degraded=t.degraded,
+        out = Searched.from_stored(
+            index=t.name, backend=self.name, hits=hits, searched=ranked.searched, scale=SCALE
         )
+        if t.degraded:
+            out = out.model_copy(update={"degraded": list(t.degraded)})
+        return out
 
     def remove(self, index: str, ids: Sequence[str], *, deadline: Deadline) -> RemoveOutcome:
         def body(t: _Target) -> RemoveOutcome:
@@ -478,12 +485,15 @@ class ColbertBackend:
             def text(tokens: list[str] | None, i: int) -> str | None:
                 return tokens[i] if tokens is not None and 0 <= i < len(tokens) else None
 
-            return Explanation(
+            # built without validation, as hits are: validating would reject a passage
+            # altered on disk as a pydantic error; the guard checks the passage (id and
+            # digest) and refuses it with the reason
+            return Explanation.model_construct(
                 index=index,
                 backend=self.name,
                 query=query,
                 passage=ex.passage,
-                score=total,
+                score=float(total),
                 scale=SCALE,
                 matches=[
                     TokenMatch(
@@ -496,7 +506,7 @@ class ColbertBackend:
                     )
                     for m in ex.matches
                 ],
-                degraded=t.degraded,
+                degraded=list(t.degraded),
             )
 
         return self._run(index, deadline, body)
@@ -557,6 +567,16 @@ class ColbertBackend:
     def tamper(self, index: str, passage_id: str, new_text: str) -> None:
         """Alter a stored passage's text behind the backend's back (its id is kept)."""
         self._target(index).index.tamper(passage_id, new_text)
+
+    def tamper_record(self, index: str, passage_id: str, changes: Mapping[str, Any]) -> None:
+        """Alter fields of a stored passage's record behind the backend's back (``text``,
+        ``metadata``, ``licence``, ``provenance``, ``start``, ``end``), its id and digest
+        kept and its vectors untouched."""
+        self._target(index).index.tamper_record(passage_id, changes)
+
+    def delete_rows(self, index: str, ids: Sequence[str]) -> None:
+        """Delete passages' records behind the engine's vectors (which still name them)."""
+        self._target(index).index.delete_rows(ids)
 
 
 def _facts_size(folder: Path) -> int:

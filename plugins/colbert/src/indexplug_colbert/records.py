@@ -1,23 +1,42 @@
 """A stored passage as one JSON line: what both engines keep next to their vectors.
 
 Hits are rebuilt from these records, not from an engine's own collection, so a passage comes
-back exactly as added (text, span, provenance, metadata).  Rebuilt *without* the id check
+back exactly as added (text, span, provenance, metadata, digest: ``model_dump_json`` writes
+every field, the digest included).  Rebuilt *without* the id and digest checks
 (:meth:`~indexplug.passages.Passage.from_stored`): a record altered on disk still comes out,
-and the guard refuses to serve it with a clear reason.
+and the guard refuses to serve it with a clear reason.  A record that is gone while the
+engine's vectors still name it raises :class:`RecordLost` (``INDEX_FAILED``), never a hit
+silently left out.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 from indexplug.passages import Passage, Source
+
+
+class RecordLost(Exception):
+    """The engine's vectors name a passage whose record is gone (deleted behind them): the
+    index can no longer say what it holds (-> ``IndexFailed``, ``Inconsistent``)."""
+
+    def __init__(self, passage_id: str | None = None) -> None:
+        which = f"passage {passage_id[:12]}..." if passage_id else "a passage"
+        super().__init__(
+            f"the index's vectors hold {which} whose record is gone (deleted behind them); "
+            "the index cannot be trusted: rebuild it from its sources"
+        )
 
 
 def to_record(passage: Passage) -> bytes:
     return passage.model_dump_json(exclude_none=True).encode("utf-8")
 
 
-def from_record(raw: bytes) -> Passage:
+def from_record(raw: bytes | None, passage_id: str | None = None) -> Passage:
+    if raw is None or not raw.strip():
+        raise RecordLost(passage_id)
     data = json.loads(raw)
     return Passage.from_stored(
         id=data["id"],
@@ -29,3 +48,17 @@ def from_record(raw: bytes) -> Passage:
         metadata=data.get("metadata") or None,
         digest=data.get("digest"),
     )
+
+
+def altered(raw: bytes, changes: Mapping[str, Any]) -> bytes:
+    """A record with ``changes`` made to it (``text``, ``metadata``, ``licence``,
+    ``provenance``, ``start``, ``end``), its id and digest kept: what an edit of the file
+    behind the engine's back leaves (the conformance kit's ``tamper_record`` hook)."""
+    data = json.loads(raw)
+    for key in ("text", "metadata", "start", "end"):
+        if key in changes:
+            data[key] = changes[key]
+    for key in ("licence", "provenance"):
+        if key in changes:
+            data["source"][key] = changes[key]
+    return json.dumps(data, ensure_ascii=False).encode("utf-8")

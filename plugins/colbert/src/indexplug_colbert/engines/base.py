@@ -12,7 +12,7 @@ visible and reports the *measured* size; the backend then commits or aborts the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -131,6 +131,10 @@ class EngineIndex(Protocol):
     def explain(self, query: str, passage_id: str, deadline: Deadline) -> Explained | None: ...
 
     def tamper(self, passage_id: str, text: str) -> None: ...
+
+    def tamper_record(self, passage_id: str, changes: Mapping[str, Any]) -> None: ...
+
+    def delete_rows(self, ids: Sequence[str]) -> None: ...
 
     def details(self) -> dict[str, Any]: ...
 

@@ -20,7 +20,6 @@ and every live passage is scored exactly (the same arithmetic, so results agree)
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -47,8 +46,8 @@ from indexplug_colbert.engines.base import (
 )
 from indexplug_colbert.engines.native_settings import OPTIONS, NativeSettings
 from indexplug_colbert.maxsim import EMPTY_SCORE, as_query, maxsim_blocks, token_matches, top_k
-from indexplug_colbert.records import from_record, to_record
-from indexplug_colbert.segments import PassageData, projected_bytes
+from indexplug_colbert.records import RecordLost, altered, from_record, to_record
+from indexplug_colbert.segments import PassageData, Segment, projected_bytes
 from indexplug_colbert.store import Snapshot, Store
 from indexplug_colbert.transaction import Transaction
 
@@ -201,7 +200,7 @@ class NativeIndex:
         best = top_k(scores, k)
         check_deadline(deadline, "reading the hits")
         hits = [
-            (from_record(snap.views[int(s)].segment.record(int(d))), float(scores[i]))
+            (_passage(snap.views[int(s)].segment, int(d)), float(scores[i]))
             for i, (s, d) in zip(best, pairs[best], strict=True)
         ]
         return Ranked(hits=hits, searched=snap.live, query_tokens=len(q))
@@ -261,7 +260,7 @@ class NativeIndex:
         segment = snap.views[where[0]].segment
         block = segment.block(where[1])
         best, sims = token_matches(q, block)
-        passage = from_record(segment.record(where[1]))
+        passage = _passage(segment, where[1])
         q_tokens, p_tokens = self._token_strings(query, passage.text)
         return Explained(
             passage=passage,
@@ -408,15 +407,35 @@ class NativeIndex:
     def tamper(self, passage_id: str, text: str) -> None:
         """Conformance-kit hook: change a stored passage's text behind the engine's back (its
         id stays, so the guard must refuse to serve it).  Rewrites that segment's records."""
+        self.tamper_record(passage_id, {"text": text})
+
+    def tamper_record(self, passage_id: str, changes: Mapping[str, Any]) -> None:
+        """Conformance-kit hook: alter fields of a stored record behind the engine's back
+        (:func:`~indexplug_colbert.records.altered`: id and digest kept, vectors untouched)."""
         snap = self._snapshot()
         where = snap.find([passage_id]).get(passage_id)
         if where is None:
             raise KeyError(passage_id)
         seg = snap.views[where[0]].segment
+        self._rewrite_records(seg, {where[1]: lambda raw: altered(raw, changes)})
+
+    def delete_rows(self, ids: Sequence[str]) -> None:
+        """Conformance-kit hook: delete passages' records (their lines in the segment's
+        ``passages.jsonl`` left empty) but not their vectors, ids or the manifest's count, as
+        an edit of the file behind the engine's back would: searches must fail."""
+        snap = self._snapshot()
+        by_segment: dict[int, dict[int, Callable[[bytes], bytes]]] = {}
+        for s, doc in snap.find(list(ids)).values():
+            by_segment.setdefault(s, {})[doc] = lambda raw: b""
+        for s, edits in by_segment.items():
+            self._rewrite_records(snap.views[s].segment, edits)
+
+    def _rewrite_records(self, seg: Segment, edits: Mapping[int, Callable[[bytes], bytes]]) -> None:
+        """Rewrite a committed segment's records in place (only the kit's hooks do: a
+        segment is otherwise never modified), each line ``doc`` as ``edits[doc]`` makes it."""
         lines = [seg.record(i).rstrip(b"\n") for i in range(len(seg.ids))]
-        data = json.loads(lines[where[1]])
-        data["text"] = text
-        lines[where[1]] = json.dumps(data, ensure_ascii=False).encode("utf-8")
+        for doc, edit in edits.items():
+            lines[doc] = edit(lines[doc])
         offsets = np.zeros(len(lines) + 1, dtype=np.int64)
         np.cumsum([len(line) + 1 for line in lines], out=offsets[1:])
         tmp = seg.path / "passages.jsonl.tmp"
@@ -427,6 +446,15 @@ class NativeIndex:
 
     def close(self) -> None:
         self.store.close()
+
+
+def _passage(segment: Segment, doc: int) -> Passage:
+    """The stored passage ``doc`` of ``segment``; :class:`~indexplug_colbert.records.RecordLost`
+    when its record is gone."""
+    raw = segment.record(doc)
+    if not raw.strip():
+        raise RecordLost(segment.ids[doc].decode("ascii", "replace"))
+    return from_record(raw)
 
 
 def size_tier(tokens: int, base: int, factor: int) -> int:

@@ -77,7 +77,7 @@ from indexplug_colbert.engines.base import (
     TokenMatchData,
     check_deadline,
 )
-from indexplug_colbert.records import from_record, to_record
+from indexplug_colbert.records import altered, from_record, to_record
 
 __all__ = ["OPTIONS", "RagatouilleEngine", "RagatouilleIndex", "RagatouilleSettings"]
 
@@ -576,9 +576,10 @@ class RagatouilleIndex:
         hits: list[tuple[Passage, float]] = []
         for r in results:
             pid = str(r["document_id"])
-            if pid.startswith(PAD_PREFIX) or pid in removed or pid not in loaded.records:
+            if pid.startswith(PAD_PREFIX) or pid in removed:
                 continue
-            hits.append((from_record(loaded.records[pid]), float(r["score"])))
+            # a passage the PLAID index holds without its record: RecordLost, never skipped
+            hits.append((from_record(loaded.records.get(pid), pid), float(r["score"])))
             if len(hits) == top_k:
                 break
         return Ranked(
@@ -633,7 +634,7 @@ class RagatouilleIndex:
         loaded = self._current()
         if passage_id not in set(loaded.state.live):
             return None
-        passage = from_record(loaded.records[passage_id])
+        passage = from_record(loaded.records.get(passage_id), passage_id)
         rag = self._encoder()
         check_deadline(deadline, "encoding")
         with self._colbert(self.root) as libs:
@@ -808,19 +809,37 @@ class RagatouilleIndex:
     # -- hooks ---------------------------------------------------------------------------
     def tamper(self, passage_id: str, text: str) -> None:
         """Conformance-kit hook: change a stored passage's text behind the engine's back."""
-        state = _State.read(self.root)
-        if state.folder is None:
-            raise KeyError(passage_id)
-        path = self.root / state.folder / PASSAGES
-        lines = path.read_bytes().splitlines()
+        self.tamper_record(passage_id, {"text": text})
+
+    def tamper_record(self, passage_id: str, changes: Mapping[str, Any]) -> None:
+        """Conformance-kit hook: alter fields of a stored record behind the engine's back
+        (:func:`~indexplug_colbert.records.altered`: id and digest kept, PLAID untouched)."""
+        path, lines = self._record_lines()
         for n, line in enumerate(lines):
-            data = json.loads(line)
-            if data["id"] == passage_id:
-                data["text"] = text
-                lines[n] = json.dumps(data, ensure_ascii=False).encode("utf-8")
+            if line.strip() and json.loads(line)["id"] == passage_id:
+                lines[n] = altered(line, changes)
                 break
         else:
             raise KeyError(passage_id)
+        self._rewrite_records(path, lines)
+
+    def delete_rows(self, ids: Sequence[str]) -> None:
+        """Conformance-kit hook: delete passages' records from ``passages.jsonl`` but not from
+        the PLAID index or the state's pids, as an edit of the file behind the engine's back
+        would: searches that find them must fail."""
+        gone = set(ids)
+        path, lines = self._record_lines()
+        kept = [line for line in lines if line.strip() and json.loads(line)["id"] not in gone]
+        self._rewrite_records(path, kept)
+
+    def _record_lines(self) -> tuple[Path, list[bytes]]:
+        state = _State.read(self.root)
+        if state.folder is None:
+            raise KeyError("the index holds no passages")
+        path = self.root / state.folder / PASSAGES
+        return path, path.read_bytes().splitlines()
+
+    def _rewrite_records(self, path: Path, lines: Sequence[bytes]) -> None:
         _write_records(path, lines)
         with self._lock:
             self._loaded = None
