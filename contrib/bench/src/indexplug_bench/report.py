@@ -393,7 +393,10 @@ def _overheads(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         apart_text: str | None = None
         apart: float | None = None
         if mine and raw:
-            between = f"{_p50(mine):.2f} / {_p50(raw):.2f} ms"
+            made = sorted({mine.get("run", 0) + 1, raw.get("run", 0) + 1})
+            between = f"{_p50(mine):.2f} / {_p50(raw):.2f} ms, run{'s' * (len(made) > 1)} " + (
+                " and ".join(map(str, made))
+            )
             if absolute:
                 apart = _p50(mine) - _p50(raw)
                 apart_text = f"{apart:.3f} ms between processes ({between})"
