@@ -774,6 +774,11 @@ def _to_passage(p: Any, i: int) -> Passage:
             "id is not the passage's content address (text, uri and span)",
             field=f"passages.{i}.id",
         )
+    if p.digest is not None and p.digest != out.digest:
+        raise InvalidRequest(
+            "digest does not match the passage's fields (source, span, metadata)",
+            field=f"passages.{i}.digest",
+        )
     return out
 
 

@@ -62,6 +62,10 @@ class PassageIn(_Args):
     )
     document_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+    digest: str | None = Field(
+        default=None,
+        description="Optional; when given it must be the passage's digest (as exported).",
+    )
 
 
 class AddArgs(_Args):
