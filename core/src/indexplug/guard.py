@@ -390,7 +390,9 @@ class Guard:
                 if scale != self.backend.score_scale:
                     return self._violation(index, "explained a score on another scale")
                 score = fields.get("score")
-                if type(score) not in (int, float) or not math.isfinite(score):
+                if not isinstance(score, (int, float)) or type(score) not in (int, float):
+                    return self._violation(index, "explained a score that is not a number")
+                if not math.isfinite(score):
                     return self._violation(index, "explained a score that is not a finite number")
             else:
                 for side in ("before", "after"):
@@ -688,9 +690,10 @@ class Guard:
         )
         with self._checked_lock:
             checked = self._checked
-            if len(checked) >= CHECKED_PASSAGES:
+            while checked and len(checked) >= CHECKED_PASSAGES:
                 del checked[next(iter(checked))]
-            checked[digest] = copy
+            if CHECKED_PASSAGES > 0:
+                checked[digest] = copy
         return copy
 
     def _integrity(self, index: str, reason: str) -> IndexFailed:

@@ -482,7 +482,7 @@ def test_an_index_past_the_postings_budget_is_ranked_by_fts5(tmp_path: Path) -> 
     assert ranked_by(roomy, "docs") == (3, 0)
     assert budget.status("docs").details["ranking"] == "fts5 (pruned)"  # type: ignore[union-attr]
     assert roomy.status("docs").details["ranking"] == "postings in memory"  # type: ignore[union-attr]
-    stats = roomy.backend._local.stats["docs"][1]  # type: ignore[attr-defined]
+    stats = next(st for b, i, st in _SEEN_STATS if b is roomy.backend and st.in_memory)
     assert 0 < stats.postings_bytes <= stats.tokens * postings.BYTES_PER_POSTING
     with pytest.raises(ValueError, match="postings_mb"):
         SqliteFts5Backend(tmp_path / "c", postings_mb=-1)
