@@ -792,9 +792,7 @@ class ChromaBackend:
         Embedded mode only: a server's files are not this backend's to reach (server mode
         does not claim ``separate_records``, so the kit does not ask for this hook there)."""
         if not isinstance(self._store, EmbeddedStore):
-            raise RuntimeError(
-                "delete_rows reaches an embedded index's files only, not a server's"
-            )
+            raise RuntimeError("delete_rows reaches an embedded index's files only, not a server's")
         path = self._store.folder(index) / "chroma.sqlite3"
         if not path.is_file():
             raise LookupError(f"index '{index}' does not exist")
