@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from indexplug_bench import machine
+from indexplug_bench import machine, startup
 from indexplug_bench.paired import combine_pairs
 from indexplug_bench.replay import EVICT_MB, LIBRARY_CALLS, Replay
 from indexplug_bench.report import merge, render
@@ -500,6 +500,25 @@ def _pair_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True)
 
 
+def cli_startup(a: argparse.Namespace) -> None:
+    """Each CLI command as a whole process (:mod:`indexplug_bench.startup`)."""
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    result = startup.measure(a.repeats, warmup=a.warmup)
+    result["started"] = started
+    info = machine.describe()
+    command = "python -m indexplug_bench " + " ".join(shlex.quote(x) for x in sys.argv[1:])
+    section = startup.markdown(result, command, info)
+    if a.out:
+        a.out.write_text(
+            json.dumps({"machine": info, "command": command, "cli_startup": result}, indent=1)
+        )
+    if a.no_page:
+        print(section)
+    else:
+        startup.splice(a.markdown, section)
+        print(f"wrote the CLI start-up section of {a.markdown}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(prog="indexplug_bench")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -607,8 +626,20 @@ def main() -> None:
         metavar="SYSTEM=TEXT",
         help="a note under the table of pairs about a system's rows (kept in the results file)",
     )
+    cs = sub.add_parser(
+        "cli-startup",
+        help="time each indexplug command as a whole process, in turns with `python -c pass`, "
+        "and put the table on the benchmarks page",
+    )
+    cs.add_argument("--repeats", type=int, default=20, help="timed runs of each command")
+    cs.add_argument("--warmup", type=int, default=1, help="untimed rounds first")
+    cs.add_argument("--out", type=Path, default=None, help="also write the results JSON here")
+    cs.add_argument("--markdown", type=Path, default=REPO / "docs" / "benchmarks.md")
+    cs.add_argument("--no-page", action="store_true", help="print the section, leave the page")
     a = p.parse_args()
-    if a.cmd == "run":
+    if a.cmd == "cli-startup":
+        cli_startup(a)
+    elif a.cmd == "run":
         run(a)
     elif a.cmd == "paired":
         paired(a)
