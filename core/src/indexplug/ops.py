@@ -33,11 +33,18 @@ UNTRUSTED_NOTICE = (
 # -- arguments ---------------------------------------------------------------------------
 
 
-class _Args(BaseModel):
+class _Model(BaseModel):
+    """The op models' base: each is built when first used, not at import, so that a process
+    running one op (``indexplug invoke status``) builds only that op's models."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class _Args(_Model):
     """Arguments are JSON and taken as typed: an unknown key, ``"top_k": "3"``,
     ``"top_k": true`` or ``3.0``, ``NaN`` and infinities are refused, never converted."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, defer_build=True)
 
 
 IndexName = Field(
@@ -179,7 +186,7 @@ D = TypeVar("D")
 E = TypeVar("E")
 
 
-class Problem(BaseModel):
+class Problem(_Model):
     """Why a request was refused or an index failed."""
 
     reason: str
@@ -188,7 +195,7 @@ class Problem(BaseModel):
     deadline_s: float | None = Field(default=None, description="INDEX_TIMEOUT: the deadline.")
 
 
-class Answer(BaseModel, Generic[D, E]):
+class Answer(_Model, Generic[D, E]):
     """The one shape every op answers."""
 
     op: str
@@ -205,7 +212,7 @@ class Answer(BaseModel, Generic[D, E]):
     notice: str | None = None
 
 
-class IndexEvidence(BaseModel):
+class IndexEvidence(_Model):
     index: str = ""
     backend: str = ""
 
@@ -232,7 +239,7 @@ class SearchEvidence(IndexEvidence):
     )
 
 
-class Context(BaseModel):
+class Context(_Model):
     """Neighbouring passages of the hit's source, in document order."""
 
     before: list[Passage] = Field(default_factory=list)
@@ -240,7 +247,7 @@ class Context(BaseModel):
     note: str | None = Field(default=None, description="Why neighbours are missing, if they are.")
 
 
-class HitOut(BaseModel):
+class HitOut(_Model):
     rank: int = Field(ge=1)
     score: float
     scale: str
@@ -249,24 +256,24 @@ class HitOut(BaseModel):
     context: Context | None = None
 
 
-class SearchData(BaseModel):
+class SearchData(_Model):
     hits: list[HitOut] = Field(default_factory=list)
 
 
-class AddData(BaseModel):
+class AddData(_Model):
     added: int
     known: int
     added_ids: list[str] = Field(default_factory=list)
     known_ids: list[str] = Field(default_factory=list)
 
 
-class RemoveData(BaseModel):
+class RemoveData(_Model):
     removed: int
     removed_ids: list[str] = Field(default_factory=list)
     missing_ids: list[str] = Field(default_factory=list)
 
 
-class StatusData(BaseModel):
+class StatusData(_Model):
     exists: bool
     passages: int
     bytes_used: int | None = None
@@ -280,7 +287,7 @@ class BatchItem(Answer[SearchData, SearchEvidence]):
     query: str
 
 
-class BatchData(BaseModel):
+class BatchData(_Model):
     results: list[BatchItem]
 
 
@@ -321,7 +328,7 @@ class BatchEvidence(IndexEvidence):
     legs: list[str] = Field(default_factory=list)
 
 
-class Citation(BaseModel):
+class Citation(_Model):
     n: int = Field(description="The [n] marker in the packed text.")
     id: str
     uri: str
@@ -334,7 +341,7 @@ class Citation(BaseModel):
     truncated: bool = False
 
 
-class PackData(BaseModel):
+class PackData(_Model):
     text: str = Field(description="The packed context, ready to put in a prompt.")
     citations: list[Citation]
     tokens: int = Field(description="Estimated tokens of text (see docs/invoke.md).")
@@ -344,12 +351,12 @@ class PackData(BaseModel):
     truncated: bool
 
 
-class ProblemRow(BaseModel):
+class ProblemRow(_Model):
     plugin: str
     problem: str
 
 
-class IndexReadiness(BaseModel):
+class IndexReadiness(_Model):
     name: str
     kind: Literal["index", "fusion"]
     backend: str
@@ -359,7 +366,7 @@ class IndexReadiness(BaseModel):
     allow_remove: bool = False
 
 
-class BackendsData(BaseModel):
+class BackendsData(_Model):
     backends: list[BackendInfo]
     embedders: list[EmbedderInfo]
     problems: list[ProblemRow]
@@ -368,7 +375,7 @@ class BackendsData(BaseModel):
     )
 
 
-class ConfigEvidence(BaseModel):
+class ConfigEvidence(_Model):
     config: str | None = Field(default=None, description="The configuration file in effect.")
 
 
@@ -377,7 +384,7 @@ class FolderEvidence(IndexEvidence):
     max_bytes: int | None = None
 
 
-class OpInfo(BaseModel):
+class OpInfo(_Model):
     name: str
     description: str
     sensitive: bool
@@ -387,7 +394,7 @@ class OpInfo(BaseModel):
     result_schema: dict[str, Any]
 
 
-class OpsData(BaseModel):
+class OpsData(_Model):
     ops: list[OpInfo]
 
 
