@@ -16,39 +16,30 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 from typer.core import TyperGroup
 
-from indexplug.cli.resolve import Target, resolve_target
+from indexplug.cli.console import PIPE_CLOSED as PIPE_CLOSED
+from indexplug.cli.console import LazyConsole, escape
 from indexplug.errors import IndexplugError, InvalidRequest
-from indexplug.outcomes import EXIT_CODES, Searched
-from indexplug.passages import Passage
 
-BAD_INPUT = EXIT_CODES["BAD_REQUEST"]
-FAILED = EXIT_CODES["INDEX_FAILED"]
+if TYPE_CHECKING:
+    from indexplug.cli.resolve import Target
+
+# What a command imports it imports when it runs: ``--help`` and ``invoke`` never load rich's
+# console, the outcome models, numpy or a backend (tests/core/test_import_boundary.py).
+BAD_INPUT = 64
+"""``EXIT_CODES["BAD_REQUEST"]``, written out so that starting needs no outcome models (a test
+holds the two equal)."""
+FAILED = 3
+"""``EXIT_CODES["INDEX_FAILED"]``, likewise."""
 INTERRUPTED = 130
-PIPE_CLOSED = 141
 
 
-class _Console(Console):
-    """rich's console, except that output nobody reads any more (``| head -1``) exits 141 as
-    a shell would say, not rich's 1, which is ``NO_MATCH`` here."""
-
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        raise typer.Exit(PIPE_CLOSED)
-
-
-out = _Console()
-err = _Console(stderr=True)
+out = LazyConsole()
+err = LazyConsole(stderr=True)
 _CLICK_ERROR: type[Exception] = next(
     c for c in type(typer.BadParameter("")).__mro__ if c.__name__ == "ClickException"
 )
@@ -189,6 +180,13 @@ def guarded(fn: Callable[[], T]) -> T:
         raise fail(str(exc)) from None
 
 
+def resolve_target(index: str, **how: Any) -> Target:
+    """:func:`indexplug.cli.resolve.resolve_target`, imported when a command first needs it."""
+    from indexplug.cli import resolve
+
+    return resolve.resolve_target(index, **how)
+
+
 def target(
     index: str,
     backend: str | None,
@@ -208,6 +206,8 @@ def emit(outcome: Any, as_json: bool) -> None:
 
 
 def finish(outcome: Any) -> None:
+    from indexplug.outcomes import EXIT_CODES
+
     raise typer.Exit(EXIT_CODES.get(outcome.code, 3))
 
 
@@ -230,6 +230,8 @@ def backends(as_json: JsonOpt = False) -> None:
             )
         )
         return
+    from rich.table import Table
+
     table = Table(title="indexplug backends")
     for col in ("backend", "plugin", "ready", "scale", "capabilities", "description"):
         table.add_column(col)
@@ -265,8 +267,11 @@ def index(
     as_json: JsonOpt = False,
 ) -> None:
     """Index the text files of a folder; re-running updates only what changed."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from indexplug.ingest import index_folder
     from indexplug.invocation import folder_code
+    from indexplug.outcomes import EXIT_CODES
 
     def body() -> int:
         t = target(index, backend, option, embedder, config)
@@ -277,7 +282,7 @@ def index(
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            console=err,
+            console=err.get(),
             disable=as_json or not sys.stderr.isatty(),
         ) as bar:
             task = bar.add_task("files", total=None)
@@ -320,6 +325,7 @@ def add(
     as_json: JsonOpt = False,
 ) -> None:
     """Add passages from JSONL: each line a Passage, or {"text", "uri", ...} to build one."""
+    from indexplug.passages import Passage
 
     def body() -> Any:
         t = target(index, backend, option, embedder, config)
@@ -388,7 +394,11 @@ def search(
         return t.search(query, top_k=k, deadline_s=deadline)
 
     outcome = guarded(body)
+    from indexplug.outcomes import Searched
+
     if isinstance(outcome, Searched) and not as_json:
+        from rich.table import Table
+
         table = Table(title=f"{outcome.message}  scale: {outcome.scale.name}")
         table.add_column("#", justify="right")
         table.add_column("score", justify="right")
@@ -497,6 +507,8 @@ def eval_(
     if as_json:
         out.print_json(report.model_dump_json())
         return
+    from rich.table import Table
+
     table = Table(title=f"{report.dataset} on {report.backend}")
     table.add_column("measure")
     table.add_column("value", justify="right")

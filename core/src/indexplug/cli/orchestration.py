@@ -13,17 +13,16 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
+from indexplug.cli.console import LazyConsole, escape
 from indexplug.errors import ConfigError
-from indexplug.outcomes import EXIT_CODES
 
-out = Console()
-err = Console(stderr=True)
+out = LazyConsole()
+err = LazyConsole(stderr=True)
 BAD_INPUT = 64
-NOT_READY = EXIT_CODES["INDEX_UNAVAILABLE"]
+NOT_READY = 5
+"""``EXIT_CODES["INDEX_UNAVAILABLE"]``, written out so that starting needs no outcome models (a
+test holds the two equal)."""
 
 config_app = typer.Typer(
     name="config",
@@ -104,6 +103,8 @@ def config_check(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
             )
         )
     else:
+        from rich.table import Table
+
         out.print(f"[green]valid[/] {escape(str(cfg.path))}", highlight=False)
         table = Table(title="indexes")
         for col in ("index", "kind", "backend", "ready", "remove"):

@@ -10,11 +10,12 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from indexplug.guard import Guard
 from indexplug.names import validate_index_name
-from indexplug.plugins import get_registry
+
+if TYPE_CHECKING:
+    from indexplug.guard import Guard
 
 DEFAULT_BACKEND = "sqlite-fts5"
 
@@ -84,6 +85,8 @@ def resolve_target(
                     extra["embedder"] = embedder
                 return cfg.target(index, backend=backend, extra_options=extra)
             return cfg.target(index)
+    from indexplug.plugins import get_registry
+
     validate_index_name(index)
     name = backend or DEFAULT_BACKEND
     opts = parse_options(options)
