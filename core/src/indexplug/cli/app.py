@@ -230,21 +230,29 @@ def backends(as_json: JsonOpt = False) -> None:
             )
         )
         return
+    from rich.padding import Padding
     from rich.table import Table
 
-    table = Table(title="indexplug backends")
-    for col in ("backend", "plugin", "ready", "scale", "capabilities", "description"):
-        table.add_column(col)
+    out.print("[bold]indexplug backends[/]", highlight=False)
     for r in rows:
         caps = ", ".join(
             k if v is True else f"{k} ({', '.join(sorted(v))})"
             for k, v in (r.capabilities.model_dump() if r.capabilities else {}).items()
             if v
         )
-        ready = "[green]yes[/]" if r.ready else f"[red]no[/]: {r.reason}"
-        scale = r.score_scale.name if r.score_scale else "-"
-        table.add_row(r.name, r.plugin, ready, scale, caps, r.description)
-    out.print(table)
+        ready = "[green]ready[/]" if r.ready else f"[red]not ready[/]: {escape(r.reason or '')}"
+        # one block per backend, its fields stacked: every value keeps the width of the
+        # terminal less a label, where six columns side by side left each a few characters
+        block = Table.grid(padding=(0, 2))
+        block.add_column(style="dim", no_wrap=True)
+        block.add_column(overflow="fold")
+        block.add_row("plugin", escape(r.plugin))
+        block.add_row("scale", escape(r.score_scale.name) if r.score_scale else "-")
+        block.add_row("capabilities", escape(caps) or "-")
+        block.add_row("description", escape(r.description) or "-")
+        out.print(f"\n[bold cyan]{escape(r.name)}[/]  {ready}", highlight=False)
+        out.print(Padding(block, (0, 0, 0, 2)), highlight=False)
+    out.print()
     embedders = ", ".join(e.provider for e in reg.describe_embedders())
     out.print(f"embedders: {embedders or 'none'}")
     for p in problems:
@@ -398,21 +406,50 @@ def search(
 
     if isinstance(outcome, Searched) and not as_json:
         from rich.table import Table
+        from rich.text import Text
 
+        # two narrow columns and one wide one: where each hit comes from (its source, shown
+        # relative to the working folder) above the passage, so neither is squeezed
         table = Table(title=f"{outcome.message}  scale: {outcome.scale.name}")
-        table.add_column("#", justify="right")
-        table.add_column("score", justify="right")
-        table.add_column("source")
-        table.add_column("passage")
+        table.add_column("#", justify="right", no_wrap=True)
+        table.add_column("score", justify="right", no_wrap=True)
+        table.add_column("source / passage", overflow="fold", ratio=1)
         for h in outcome.hits:
             snippet = " ".join(h.passage.text.split())
             snippet = snippet[:200] + ("…" if len(snippet) > 200 else "")
-            where = f"{h.passage.source.uri} [{h.passage.start}:{h.passage.end}]"
-            table.add_row(str(h.rank), f"{h.score:.3f}", where, snippet)
+            where = f"{display_uri(h.passage.source.uri)} [{h.passage.start}:{h.passage.end}]"
+            cell = Text(where, style="cyan")
+            cell.append("\n")
+            cell.append(snippet)
+            table.add_row(str(h.rank), f"{h.score:.3f}", cell)
         out.print(table)
     else:
         emit(outcome, as_json)
     finish(outcome)
+
+
+def display_uri(uri: str, cwd: Path | None = None) -> str:
+    """``uri`` as a person reads it: a ``file:`` URI of a path under the working folder (``cwd``)
+    as that path relative to it, any other URI as it is.  For display only (``--json`` keeps
+    the URI)."""
+    from urllib.parse import unquote, urlparse
+    from urllib.request import url2pathname
+
+    try:
+        parts = urlparse(uri)
+        if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
+            return uri
+        path = Path(url2pathname(unquote(parts.path)))
+        here = cwd or Path.cwd()
+        for base in (here, here.resolve()):
+            try:
+                relative = path.relative_to(base)
+            except ValueError:
+                continue
+            return str(relative) if relative.parts else uri
+    except (OSError, ValueError):  # a working folder that is gone; a NUL in the path
+        return uri
+    return uri
 
 
 @app.command()
