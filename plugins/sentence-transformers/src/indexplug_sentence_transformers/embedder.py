@@ -12,6 +12,10 @@ Design points, and why:
 * **Normalised float32.** Text vectors come from the model's own pooling (and ``Normalize``
   module) with ``normalize_embeddings=True``; token vectors are each L2-normalised.  A dot
   product is then a cosine, which is what every dense backend assumes.
+* **Paths.** ``path`` picks the computation (``fp32``, ``bf16``, ``int8``, ``cuda`` or ``auto``;
+  see :mod:`indexplug_sentence_transformers.paths`).  The resolved path is part of the name
+  (``sentence-transformers:MODEL@int8,fp32``; nothing for fp32), so an index records it and a
+  query is embedded as its passages were.
 * **Query and document encoders.** ``encode_query``/``encode_document`` apply the prompts a
   model was trained with (e5, bge...); for models without prompts they equal ``encode``.
 """
@@ -27,6 +31,7 @@ from typing import Any
 import numpy as np
 from indexplug.protocols import Granularity, Readiness, Vector
 
+from indexplug_sentence_transformers import paths as paths_mod
 from indexplug_sentence_transformers.models import (
     ModelSource,
     dims_from_folder,
@@ -76,6 +81,7 @@ class SentenceTransformerEmbedder:
         max_seq_length: int | None = None,
         progress_min: int = PROGRESS_MIN,
         query_dtype: str = "auto",
+        path: str = "fp32",
     ) -> None:
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -86,7 +92,11 @@ class SentenceTransformerEmbedder:
         self.query_dtype = query_dtype
         self._query_model: Any = None
         self.source: ModelSource = resolve_model(model)
-        self.name = f"{PROVIDER}:{self.source.name}"
+        self.requested_path = path
+        self.paths: tuple[str, str] = paths_mod.resolve(paths_mod.parse_path(path))
+        """(text path, token path), ``auto`` resolved for this machine."""
+        self.name = f"{PROVIDER}:{self.source.name}{paths_mod.path_suffix(self.paths)}"
+        self._path_models: dict[str, Any] = {}
         self.device = device
         self.batch_size = int(batch_size)
         self.max_seq_length = max_seq_length
@@ -125,6 +135,8 @@ class SentenceTransformerEmbedder:
         return frozenset({Granularity.TEXT})
 
     def readiness(self) -> Readiness:
+        if "int8" in self.paths and not paths_mod.onnx_installed():
+            return Readiness.no(self._no_onnx())
         if self._model is not None:
             return Readiness.yes()
         if self._load_error is not None:
@@ -160,12 +172,72 @@ class SentenceTransformerEmbedder:
             return model
 
     def load(self) -> None:
-        """Load the model now (e.g. before timing searches); raises EmbedderUnavailable."""
-        self._load()
+        """Load the model (and each path's copy) now, e.g. before timing; raises
+        EmbedderUnavailable."""
+        for p in set(self.paths):
+            self._path_model(p)
+
+    def _no_onnx(self) -> str:
+        return (
+            f"{self.name}: the int8 path needs onnxruntime and onnx (pip install "
+            "'indexplug-sentence-transformers[onnx]'); no other path reproduces its vectors, so "
+            "an index built with it cannot be searched without them"
+        )
+
+    def effective_path(self, path: str) -> str:
+        """What actually runs for ``path`` here: ``cuda`` without a usable GPU runs ``fp32`` on
+        the CPU (same vectors within float rounding); ``bf16`` without native bfloat16 runs
+        emulated (same vectors, slower)."""
+        if path == "cuda":
+            import torch
+
+            return "cuda" if torch.cuda.is_available() else "fp32"
+        return path
+
+    def _path_model(self, path: str) -> Any:
+        """The model object that computes ``path`` (made once, under the lock)."""
+        with self._lock:
+            if path in self._path_models:
+                return self._path_models[path]
+            if path == "int8" and not paths_mod.onnx_installed():
+                raise EmbedderUnavailable(self._no_onnx())
+            model = self._load()
+            try:
+                made = self._make_path_model(model, self.effective_path(path))
+            except EmbedderUnavailable:
+                raise
+            except Exception as exc:
+                raise EmbedderUnavailable(
+                    f"{self.name}: preparing the {path} path failed: {type(exc).__name__}: {exc}"
+                ) from exc
+            self._path_models[path] = made
+            return made
+
+    def _make_path_model(self, model: Any, path: str) -> Any:
+        import copy
+
+        import torch
+
+        if path == "fp32":
+            return model
+        if path == "bf16":
+            return copy.deepcopy(model).to(torch.bfloat16)
+        if path == "cuda":
+            return copy.deepcopy(model).to("cuda")
+        from indexplug_sentence_transformers import onnx_int8
+
+        folder = self.source.folder()
+        if folder is None:
+            raise EmbedderUnavailable(f"{self.name}: the model's files are not on disk")
+        onnx_file = onnx_int8.export_int8(model, self.source.name, folder)
+        quant = copy.deepcopy(model).cpu()
+        onnx_int8.run_transformer_with(quant, onnx_int8.session(onnx_file))
+        return quant
 
     # -- embedding ---------------------------------------------------------------------------
     def _encode(self, texts: Sequence[str], granularity: Granularity, *, query: bool) -> Any:
-        model = self._load()
+        self._load()
+        model = self._path_model(self._path_for(granularity))
         if granularity not in self.granularities:
             raise ValueError(f"{self.name} does not produce {granularity.value} vectors")
         method = getattr(model, "encode_query" if query else "encode_document", model.encode)
@@ -186,6 +258,9 @@ class SentenceTransformerEmbedder:
                 output_value="token_embeddings",
                 convert_to_numpy=False,
             )
+
+    def _path_for(self, granularity: Granularity) -> str:
+        return self.paths[0] if granularity is Granularity.TEXT else self.paths[1]
 
     def _query_tokens_direct(self, text: str) -> Any | None:
         """One query's token vectors through the model's modules, without ``encode``.
@@ -208,13 +283,15 @@ class SentenceTransformerEmbedder:
         with self._lock, torch.inference_mode():
             runner = self._token_query_model(model)
             features = prepare([text])
-            device = model.device
+            device = getattr(runner, "device", model.device)
             features = {k: (v.to(device) if hasattr(v, "to") else v) for k, v in features.items()}
             out = runner(features)
         return out["token_embeddings"][0]
 
     def token_query_dtype(self) -> str:
         """The precision per-token query vectors are computed in (``query_dtype`` resolved)."""
+        if self.paths[1] != "fp32":
+            return "path"  # the token path computes queries as it computed passages
         if self.query_dtype != "auto":
             return self.query_dtype
         on_cpu = self.device in (None, "cpu") and str(self._load().device) == "cpu"
@@ -222,7 +299,9 @@ class SentenceTransformerEmbedder:
 
     def _token_query_model(self, model: Any) -> Any:
         """``model`` itself, or (``bfloat16``) a bfloat16 copy of it, made once (~45 MB for
-        MiniLM)."""
+        MiniLM); with a token path other than fp32, that path's model."""
+        if self.paths[1] != "fp32":
+            return self._path_model(self.paths[1])
         if self.token_query_dtype() != "bfloat16":
             return model
         if self._query_model is None:
@@ -238,8 +317,7 @@ class SentenceTransformerEmbedder:
             return []
         out = self._encode(texts, granularity, query=False)
         if granularity is Granularity.TEXT:
-            arr = np.asarray(out, dtype=np.float32)
-            return list(arr)
+            return list(_unit(np.asarray(out, dtype=np.float32)))
         return [_normalise_rows(t) for t in out]
 
     def embed_query(self, text: str, granularity: Granularity) -> Vector:
@@ -249,7 +327,7 @@ class SentenceTransformerEmbedder:
                 return _normalise_rows(direct)
         out = self._encode([text], granularity, query=True)
         if granularity is Granularity.TEXT:
-            first: Vector = np.asarray(out, dtype=np.float32)[0]
+            first: Vector = _unit(np.asarray(out, dtype=np.float32))[0]
             return first
         return _normalise_rows(out[0])
 
@@ -286,6 +364,13 @@ def _token_dim(model: Any) -> int:
     first = model[0]
     getter = getattr(first, "get_embedding_dimension", None) or first.get_word_embedding_dimension
     return int(getter())
+
+
+def _unit(arr: Any) -> Any:
+    """Rows rescaled to unit length in float32 (a bfloat16 model normalises in bfloat16, off
+    by a few parts in a thousand)."""
+    norms = np.linalg.norm(arr, axis=-1, keepdims=True)
+    return (arr / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
 def _normalise_rows(tokens: Any) -> Vector:

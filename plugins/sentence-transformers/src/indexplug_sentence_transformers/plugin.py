@@ -13,6 +13,7 @@ from indexplug.errors import InvalidOption
 from indexplug.hookspecs import hookimpl
 from indexplug.protocols import Embedder, EmbedderSpec
 
+from indexplug_sentence_transformers import paths as paths_mod
 from indexplug_sentence_transformers.embedder import (
     DEFAULT_BATCH_SIZE,
     PROGRESS_MIN,
@@ -20,7 +21,15 @@ from indexplug_sentence_transformers.embedder import (
     SentenceTransformerEmbedder,
 )
 
-_OPTIONS = {"device", "batch_size", "max_seq_length", "progress_min", "query_dtype"}
+_OPTIONS = {"device", "batch_size", "max_seq_length", "progress_min", "query_dtype", "path"}
+
+
+def split_path(model: str) -> tuple[str, str | None]:
+    """``MODEL@PATH`` -> (``MODEL``, ``PATH``); a suffix with a ``/`` is part of a folder name."""
+    head, sep, tail = model.rpartition("@")
+    if not sep or not head or "/" in tail or "\\" in tail:
+        return model, None
+    return head, tail
 
 
 def _count(key: str, value: Any, low: int) -> int:
@@ -45,6 +54,10 @@ def make_embedder(model: str, options: Mapping[str, Any]) -> SentenceTransformer
     # protocol's plain attributes are what they look like to callers.)
     """``factory(model, options)`` of the provider.
 
+    ``MODEL@PATH`` (how embedder names record a path other than fp32) and the ``path`` option
+    pick the path; given both, they must agree.  Without either, ``INDEXPLUG_ST_PATH``, else
+    ``fp32``: a bare spec keeps meaning what indexes built before paths existed recorded.
+
     Options not given fall back to ``INDEXPLUG_ST_DEVICE``, ``INDEXPLUG_ST_BATCH_SIZE`` and
     ``INDEXPLUG_ST_QUERY_DTYPE``:
     a backend asks for its embedder by spec alone, so the environment is how a deployment
@@ -55,6 +68,23 @@ def make_embedder(model: str, options: Mapping[str, Any]) -> SentenceTransformer
         raise InvalidOption(
             unknown[0], f"unknown sentence-transformers option(s): {', '.join(unknown)}"
         )
+    model, in_spec = split_path(model)
+    given = options.get("path")
+    if given is not None and not isinstance(given, str):
+        raise InvalidOption(
+            "path", f"sentence-transformers option path must be text, got {given!r}"
+        )
+    path = in_spec if in_spec is not None else given
+    if path is None:
+        path = os.environ.get("INDEXPLUG_ST_PATH") or "fp32"
+    try:
+        parsed = paths_mod.parse_path(path)
+        if in_spec is not None and given is not None and paths_mod.parse_path(given) != parsed:
+            raise paths_mod.PathSpecError(
+                f"the spec says @{in_spec} but option path is {given!r}; give one of them"
+            )
+    except paths_mod.PathSpecError as exc:
+        raise InvalidOption("path", f"sentence-transformers option {exc}") from None
     device = options.get("device") or os.environ.get("INDEXPLUG_ST_DEVICE") or None
     # a value given is checked, 0 included (it must not fall back to the default unnoticed)
     batch = options.get("batch_size", os.environ.get("INDEXPLUG_ST_BATCH_SIZE") or None)
@@ -68,6 +98,7 @@ def make_embedder(model: str, options: Mapping[str, Any]) -> SentenceTransformer
         query_dtype=str(
             options.get("query_dtype") or os.environ.get("INDEXPLUG_ST_QUERY_DTYPE") or "auto"
         ),
+        path=path,
     )
 
 
