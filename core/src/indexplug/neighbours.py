@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
-from urllib.request import url2pathname
 
 from indexplug.confine import Refused, read_confined
 from indexplug.deadlines import DEFAULT_DEADLINE_S
@@ -152,6 +151,8 @@ def from_index_files(
     parsed = urlparse(passage.source.uri)
     if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
         return None
+    from urllib.request import url2pathname  # with http.client, ssl and email: only here
+
     path = url2pathname(unquote(parsed.path))
     seconds = DEFAULT_DEADLINE_S if deadline_s is None else deadline_s
     try:

@@ -433,13 +433,17 @@ def display_uri(uri: str, cwd: Path | None = None) -> str:
     as that path relative to it, any other URI as it is.  For display only (``--json`` keeps
     the URI)."""
     from urllib.parse import unquote, urlparse
-    from urllib.request import url2pathname
 
     try:
         parts = urlparse(uri)
         if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
             return uri
-        path = Path(url2pathname(unquote(parts.path)))
+        if os.name == "nt":  # urllib.request costs a search its http, ssl and email modules
+            from urllib.request import url2pathname
+
+            path = Path(url2pathname(parts.path))
+        else:
+            path = Path(unquote(parts.path))
         here = cwd or Path.cwd()
         for base in (here, here.resolve()):
             try:
