@@ -31,6 +31,7 @@ from indexplug.embedcache import EmbeddingCache, cache_for, embed_passages
 from indexplug.passages import Passage
 from indexplug.protocols import Embedder, Granularity, Readiness
 
+from indexplug_colbert import kernels
 from indexplug_colbert import search as stages
 from indexplug_colbert.candidates import codebook_size
 from indexplug_colbert.codec import Block, quantize
@@ -164,6 +165,7 @@ class NativeIndex:
             "tombstoned": sum(s.removed for s in m.segments),
             "dim": self.dim,
             "vector_codec": "int8, one float32 scale per token",
+            "kernels": kernels.describe(),
         }
 
     def _query(self, query: str) -> np.ndarray:
