@@ -53,6 +53,9 @@ def test_cli_startup_times_every_command_and_writes_the_section(tmp_path: Path) 
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     assert len(rows) == len(startup.commands("indexplug"))
     assert all(line.endswith("| 0 |") for line in rows), rows
+    for line in rows:  # wall median, p90, min, CPU median, p90: measured, positive
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert len(cells) == 7 and all(float(c) > 0 for c in cells[1:6]), line
 
 
 def test_report_keeps_the_cli_startup_section(tmp_path: Path) -> None:
