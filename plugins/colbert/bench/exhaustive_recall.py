@@ -226,6 +226,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "passages": getattr(status, "passages", None),
         "token_vectors": details.get("token_vectors"),
         "segments": details.get("segments"),
+        "kernels": details.get("kernels"),
         "queries": len(queries),
         "top_k": args.top_k,
         "exhaustive": {"ndcg_at_10": ndcg10(as_docs, ds.qrels), "ms_per_query": ref_ms},
