@@ -94,6 +94,7 @@ def test_auto_picks_int8_only_with_vnni_or_amx(monkeypatch: pytest.MonkeyPatch) 
     assert kernels.available() == ("float32-torch", "float32-numpy")
     assert kernels.describe() == {
         "maxsim": "float32-torch",
+        "maxsim_with_torch": "float32-torch",
         "candidates": "float32-torch",
         "int8_instructions": [],
         "requested": "auto",
@@ -101,6 +102,10 @@ def test_auto_picks_int8_only_with_vnni_or_amx(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.delitem(sys.modules, "torch")  # as in a process that never loaded it
     assert kernels.kernel_name() == "float32-numpy"
     assert kernels.describe()["candidates"] == "float32-numpy"
+    assert kernels.describe()["maxsim_with_torch"] == "float32-torch"
+    monkeypatch.setattr(kernels, "this_int8_instructions", lambda: ("amx_int8",))
+    assert kernels.describe()["maxsim"] == "float32-numpy"
+    assert kernels.describe()["maxsim_with_torch"] == "int8-torch"
 
 
 def test_int8_is_refused_without_vnni_or_amx(monkeypatch: pytest.MonkeyPatch) -> None:

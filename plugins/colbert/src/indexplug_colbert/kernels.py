@@ -93,7 +93,10 @@ def kernel_name() -> str:
         return "float32-torch" if _TORCH_BROKEN else name
     if name != "auto":
         return name
-    torch = sys.modules.get("torch")
+    return _auto(sys.modules.get("torch"))
+
+
+def _auto(torch: Any | None) -> str:
     if torch is None:
         return "float32-numpy"
     if this_int8_instructions() and hasattr(torch, "_int_mm") and not _TORCH_BROKEN:
@@ -111,17 +114,30 @@ def available() -> tuple[str, ...]:
 
 
 def describe() -> dict[str, Any]:
-    """The kernels a search would use now and why, for ``status``."""
+    """The kernels a search would use now and why, for ``status``.
+
+    ``maxsim_with_torch`` is the exact stage's kernel once an embedder has loaded torch (a
+    ``status`` process may not have: the hashing embedder never does, a model's does when it
+    embeds the first query).
+    """
     try:
         maxsim = kernel_name()
+        with_torch = maxsim if requested() != "auto" else _auto(_TorchPresent)
     except KernelUnavailable as exc:
-        maxsim = f"unavailable: {exc}"
+        maxsim = with_torch = f"unavailable: {exc}"
     return {
         "maxsim": maxsim,
+        "maxsim_with_torch": with_torch,
         "candidates": "float32-numpy" if _float_torch() is None else "float32-torch",
         "int8_instructions": list(this_int8_instructions()),
         "requested": requested(),
     }
+
+
+class _TorchPresent:
+    """Stands for a loaded torch in :func:`describe` (``_int_mm`` exists since torch 2.2)."""
+
+    _int_mm = None
 
 
 def int8_dots(a: I8, b: I8) -> F32:
