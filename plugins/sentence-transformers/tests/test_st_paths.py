@@ -71,8 +71,24 @@ def test_the_spec_suffix_and_the_option_name_the_same_path(
     [
         (SAPPHIRE, False, True, ("bf16", "bf16")),
         (SAPPHIRE, True, True, ("cuda", "cuda")),
-        (AVX512, False, True, ("int8", "int8" if paths_mod.INT8_TOKENS_OK else "fp32")),
-        (AVX2, False, True, ("int8", "int8" if paths_mod.INT8_TOKENS_OK else "fp32")),
+        (
+            AVX512,
+            False,
+            True,
+            (
+                "int8" if paths_mod.INT8_TEXT_OK else "fp32",
+                "int8" if paths_mod.INT8_TOKENS_OK else "fp32",
+            ),
+        ),
+        (
+            AVX2,
+            False,
+            True,
+            (
+                "int8" if paths_mod.INT8_TEXT_OK else "fp32",
+                "int8" if paths_mod.INT8_TOKENS_OK else "fp32",
+            ),
+        ),
         (AVX2, False, False, ("fp32", "fp32")),
         ({"sse4_2"}, False, True, ("fp32", "fp32")),
         (set(), False, True, ("fp32", "fp32")),
@@ -93,6 +109,7 @@ def test_the_chosen_path_is_in_the_name_and_the_name_rebuilds_it(
     monkeypatch.setattr(paths_mod, "cpu_flags", lambda: frozenset(AVX2))
     monkeypatch.setattr(paths_mod, "gpu_present", lambda: False)
     monkeypatch.setattr(paths_mod, "onnx_installed", lambda: True)
+    monkeypatch.setattr(paths_mod, "INT8_TEXT_OK", True)
     monkeypatch.setattr(paths_mod, "INT8_TOKENS_OK", False)
     built = make_embedder("all-MiniLM-L6-v2", {"path": "auto"})
     assert built.paths == ("int8", "fp32")
