@@ -20,6 +20,7 @@ from indexplug import (
     Indexed,
     IndexEmpty,
     IndexFailed,
+    IndexStatus,
     IndexTimeout,
     InvalidQuery,
     NoMatch,
@@ -278,4 +279,30 @@ def test_connections_of_finished_threads_are_closed(tmp_path: Path) -> None:
     gc.collect()
     assert len(answers) == 20 and all(isinstance(a, Searched) for a in answers)
     assert len(backend._all) <= 1  # the guard's worker's (from the add), none of the 20
+    backend.close()
+
+
+def test_a_dropped_index_is_not_served_from_another_threads_connection(tmp_path: Path) -> None:
+    """A thread's cached connection to a dropped index must not outlive the drop: once the name
+    is used again (from any thread) that thread sees the new file, not the deleted one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    backend = SqliteFts5Backend(tmp_path / "idx")
+
+    def add(n: int) -> None:
+        backend.add("m", corpus(n), max_bytes=None, deadline=Deadline.after(10))
+
+    def count() -> int:
+        st = backend.status("m", deadline=Deadline.after(10))
+        assert isinstance(st, IndexStatus)
+        return st.passages
+
+    with ThreadPoolExecutor(1) as first, ThreadPoolExecutor(1) as second:
+        first.submit(add, 5).result()
+        assert first.submit(count).result() == 5  # the first thread holds a connection
+        second.submit(backend.op_drop, "m", deadline=Deadline.after(10)).result()
+        second.submit(add, 2).result()
+        assert first.submit(count).result() == 2
+        first.submit(add, 3).result()  # writes go to the new file too
+        assert second.submit(count).result() == 3
     backend.close()

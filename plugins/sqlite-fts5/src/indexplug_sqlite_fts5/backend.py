@@ -18,6 +18,7 @@ inside the transaction, so a refused write is rolled back with nothing kept.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -183,14 +184,16 @@ class SqliteFts5Backend:
         return Readiness.yes()
 
     def _conn(self, index: str, *, create: bool) -> sqlite3.Connection | None:
-        conns: dict[str, sqlite3.Connection] = getattr(self._local, "conns", None) or {}
+        conns: dict[str, _Connection] = getattr(self._local, "conns", None) or {}
         self._local.conns = conns
         conn = conns.get(index)
         path = self.path(index)
         if conn is not None:
-            if path.exists():
+            if _identity(path) == conn.identity:
                 return conn
-            conn.close()  # the file was deleted under us
+            # The file was deleted (or dropped and created again, perhaps by another thread)
+            # under this connection, which still holds the old one: open the file there now.
+            conn.close()
             del conns[index]
         fresh = not path.exists()
         if fresh:
@@ -238,6 +241,7 @@ class SqliteFts5Backend:
         except BaseException:
             conn.close()
             raise
+        conn.identity = _identity(path)
         conns[index] = conn
         with self._all_lock:
             self._all.add(conn)
@@ -659,7 +663,21 @@ class SqliteFts5Backend:
 
 
 class _Connection(sqlite3.Connection):
-    """A connection that can be weakly referenced (``sqlite3.Connection`` itself cannot)."""
+    """A connection that can be weakly referenced (``sqlite3.Connection`` itself cannot), and
+    that remembers which file it opened (see :func:`_identity`)."""
+
+    identity: tuple[int, int] | None = None
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The file at ``path`` as (device, inode), None if there is none: a dropped index whose
+    name was used again is another file, which a connection cached for the old one must not
+    serve (it would read and write the deleted file)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 WAL_SWITCH_S = 10.0
