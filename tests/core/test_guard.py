@@ -191,9 +191,11 @@ def test_filters_need_the_capability() -> None:
         Guard(Fake()).search("i", "q", filters={"a": 1})
 
 
-def test_oversize_batches_are_refused() -> None:
+def test_oversize_writes_are_refused() -> None:
+    from indexplug.guard import MAX_WRITE
+
     with pytest.raises(InvalidRequest, match="over the limit"):
-        Guard(Fake()).add("i", [P1] * 10_001)
+        Guard(Fake()).add("i", [P1] * (MAX_WRITE + 1))
 
 
 class Cooperative(Fake):

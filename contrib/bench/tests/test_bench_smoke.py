@@ -472,11 +472,11 @@ def test_the_steps_of_a_pair_are_timed_in_place_and_the_timers_removed_after(
     from indexplug_bench.steps import for_pair
     from indexplug_sqlite_fts5.backend import SqliteFts5Backend
 
-    originals = (Guard._call, Guard._checked_hits, SqliteFts5Backend.search)
+    originals = (Guard._run, Guard._checked_hits, SqliteFts5Backend.search)
     ds = tiny_beir(tmp_path / "tiny")
     system, raw = SQLITE_PAIR
     one = sqlite_pair(ds, tmp_path / "work", steps=for_pair(system, raw))
-    assert (Guard._call, Guard._checked_hits, SqliteFts5Backend.search) == originals
+    assert (Guard._run, Guard._checked_hits, SqliteFts5Backend.search) == originals
     assert one["answered"] == {"system": 1, "raw": 1} and one["same_top_hit"] == 1
     steps = one["steps_ms"]["system"]
     assert set(steps) == {

@@ -23,11 +23,14 @@ passage without hashing again.  Only the guard fills it, from its own copies.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
@@ -36,26 +39,53 @@ from pydantic import BaseModel, ValidationError
 from indexplug.construct import construct
 from indexplug.deadlines import Deadline
 from indexplug.errors import InvalidQuery, InvalidRequest
+from indexplug.filters import (
+    And,
+    Condition,
+    Filter,
+    Not,
+    Or,
+    equality_map,
+    matches,
+    operators,
+    parse_filter,
+)
 from indexplug.names import validate_index_name
 from indexplug.outcomes import (
     ALLOWED,
     AddOutcome,
     Explained,
+    GetOutcome,
+    Got,
     Hit,
     Indexed,
+    IndexesOutcome,
     IndexFailed,
+    IndexList,
     IndexTimeout,
     IndexUnavailable,
     Neighbours,
     NoMatch,
     Removed,
     RemoveOutcome,
+    Scanned,
+    ScanOutcome,
     ScoreScale,
     Searched,
     SearchOutcome,
     StatusOutcome,
+    _Outcome,
 )
-from indexplug.passages import Metadata, MetadataValue, Passage, Source, passage_digest, passage_id
+from indexplug.passages import (
+    EMPTY_METADATA,
+    Metadata,
+    MetadataList,
+    MetadataValue,
+    Passage,
+    Source,
+    passage_digest,
+    passage_id,
+)
 from indexplug.pools import LazyPool, discard
 from indexplug.protocols import EXTENSION_OPS, IndexBackend, Readiness
 
@@ -63,6 +93,17 @@ MAX_TOP_K = 10_000
 MAX_BATCH = 10_000
 MAX_QUERY_CHARS = 100_000
 MAX_REMOVE_IDS = 100_000
+MAX_SCAN = 10_000
+"""Largest page of a scan."""
+MAX_WRITE = 1_000_000
+"""Most passages in one ``add`` (sent to the plugin in batches of :data:`WRITE_BATCH`)."""
+WRITE_BATCH = 256
+"""Passages per plugin call of a large write: the unit of progress and of what a failed
+write keeps."""
+WRITE_DEADLINE_S = 86_400.0
+"""The deadline of a write given none: a day, a backstop for a call that never returns, not a
+limit any real write meets (writes in Python have no deadline by default)."""
+_WRITES = frozenset({"drop", "optimize", "rebuild"})
 SETTLE_S = 0.02
 """How long past the deadline the caller waits for the guard's own checks of an answer the
 plugin gave *before* the deadline (an answer given after it is ``IndexTimeout`` anyway)."""
@@ -75,6 +116,8 @@ _POOL = LazyPool(64, "indexplug-op")
 """Where every backend call runs (abandoned at its deadline)."""
 
 _SCALARS = (str, int, float, bool)
+FILTER_TYPES = (Condition, And, Or, Not)
+_LISTS = (list, MetadataList)
 _SOURCE_TEXT = ("uri", "sha256", "provenance", "licence")
 _SOURCE_DATES = ("retrieved_at", "published_at")
 
@@ -143,6 +186,10 @@ class Guard:
                 pass
 
     # -- ops -----------------------------------------------------------------------------
+    # Each op is planned once (its arguments checked, the plugin call and the check of its
+    # answer bound) and run either blocking (``search``) or as a coroutine (``asearch``):
+    # the two forms answer the same outcomes under the same deadline.
+
     def add(
         self,
         index: str,
@@ -150,51 +197,48 @@ class Guard:
         *,
         max_bytes: int | None = None,
         deadline_s: float | None = None,
+        progress: Progress | None = None,
     ) -> AddOutcome:
-        validate_index_name(index)
-        if isinstance(passages, (str, bytes)) or not isinstance(passages, Sequence):
-            raise InvalidRequest("passages must be a list of Passage", field="passages")
-        if len(passages) > MAX_BATCH:
-            raise InvalidRequest(
-                f"a batch of {len(passages)} passages is over the limit of {MAX_BATCH}; "
-                "split it into smaller batches",
-                field="passages",
-            )
-        if max_bytes is not None and (not isinstance(max_bytes, int) or max_bytes <= 0):
-            raise InvalidRequest("max_bytes must be a positive integer", field="max_bytes")
-        unique: dict[str, Passage] = {}
-        for p in passages:
-            if not isinstance(p, Passage):
-                raise InvalidRequest(
-                    f"passages must be Passage objects, got {type(p).__name__}", field="passages"
-                )
-            unique.setdefault(p.id, p)
-        batch = list(unique.values())
-        dupes = len(passages) - len(batch)
-        deadline = Deadline.after(deadline_s)
+        """Store ``passages`` (a passage already stored is *known*, never duplicated).
 
-        def check(out: Any) -> Any:
-            if isinstance(out, Indexed):
-                if out.added + out.known != len(batch):
-                    return self._violation(
-                        index,
-                        f"reported {out.added} added + {out.known} known for "
-                        f"{len(batch)} distinct passages",
-                    )
-                if dupes:
-                    return out.model_copy(update={"known": out.known + dupes})
-            return out
+        Writes have no deadline unless one is given (:data:`WRITE_DEADLINE_S` is only a
+        backstop for a call that never returns): embedding thousands of passages on a CPU
+        takes minutes.  Large writes go to the plugin in batches of :data:`WRITE_BATCH`
+        (never splitting one caller key's passages); ``progress(done, total)`` is called after
+        each.  A write that fails or hits its deadline keeps the batches that were stored and
+        says how many (``committed``); repeating the same call completes the rest.
+        """
+        plan = self._plan_add(index, passages, max_bytes, deadline_s)
+        done: list[Any] = []
+        for chunk in plan.chunks:
+            out = self._run(self._add_call(index, chunk, max_bytes, plan.deadline))
+            done.append(out)
+            if not isinstance(out, Indexed):
+                break
+            if progress is not None:
+                progress(sum(len(c) for c in plan.chunks[: len(done)]), plan.total)
+        return cast(AddOutcome, self._merged_add(index, plan, done))
 
-        return cast(
-            AddOutcome,
-            self._call(
-                "add",
-                index,
-                deadline,
-                lambda: self.backend.add(index, batch, max_bytes=max_bytes, deadline=deadline),
-                check,
-            ),
-        )
+    async def aadd(
+        self,
+        index: str,
+        passages: Sequence[Passage],
+        *,
+        max_bytes: int | None = None,
+        deadline_s: float | None = None,
+        progress: Progress | None = None,
+    ) -> AddOutcome:
+        """:meth:`add` as a coroutine."""
+        plan = self._plan_add(index, passages, max_bytes, deadline_s)
+        done: list[Any] = []
+        for chunk in plan.chunks:
+            out = await self._arun(self._add_call(index, chunk, max_bytes, plan.deadline))
+            done.append(out)
+            if not isinstance(out, Indexed):
+                break
+            if progress is not None:
+                progress(sum(len(c) for c in plan.chunks[: len(done)]), plan.total)
+        return cast(AddOutcome, self._merged_add(index, plan, done))
 
     def search(
         self,
@@ -203,8 +247,287 @@ class Guard:
         *,
         top_k: int = 10,
         deadline_s: float | None = None,
-        filters: Mapping[str, MetadataValue] | None = None,
+        filters: Mapping[str, Any] | Filter | None = None,
     ) -> SearchOutcome:
+        """The ``top_k`` best passages for ``query`` (``filters``: :mod:`indexplug.filters`)."""
+        return cast(
+            SearchOutcome, self._run(self._plan_search(index, query, top_k, deadline_s, filters))
+        )
+
+    async def asearch(
+        self,
+        index: str,
+        query: str,
+        *,
+        top_k: int = 10,
+        deadline_s: float | None = None,
+        filters: Mapping[str, Any] | Filter | None = None,
+    ) -> SearchOutcome:
+        """:meth:`search` as a coroutine."""
+        plan = self._plan_search(index, query, top_k, deadline_s, filters)
+        return cast(SearchOutcome, await self._arun(plan))
+
+    def remove(
+        self,
+        index: str,
+        ids: Sequence[str] = (),
+        *,
+        keys: Sequence[str] = (),
+        filters: Mapping[str, Any] | Filter | None = None,
+        deadline_s: float | None = None,
+    ) -> RemoveOutcome:
+        """Remove passages by id, by caller key (every passage of each key) or by filter
+        (every passage that passes it; needs ``scan``).  Keys and filters are resolved to ids
+        first, under the same deadline; ``missing_keys`` lists keys no passage had."""
+        deadline = Deadline.after(_write_deadline(deadline_s))
+        targets, missing_keys = self._remove_targets(index, ids, keys, filters, deadline)
+        if isinstance(targets, _Outcome):
+            return cast(RemoveOutcome, targets)
+        out = self._run(self._remove_call(index, targets, deadline))
+        return cast(RemoveOutcome, _with_missing_keys(out, missing_keys))
+
+    async def aremove(
+        self,
+        index: str,
+        ids: Sequence[str] = (),
+        *,
+        keys: Sequence[str] = (),
+        filters: Mapping[str, Any] | Filter | None = None,
+        deadline_s: float | None = None,
+    ) -> RemoveOutcome:
+        """:meth:`remove` as a coroutine."""
+        deadline = Deadline.after(_write_deadline(deadline_s))
+        targets = await asyncio.to_thread(self._remove_targets, index, ids, keys, filters, deadline)
+        found, missing_keys = targets
+        if isinstance(found, _Outcome):
+            return cast(RemoveOutcome, found)
+        out = await self._arun(self._remove_call(index, found, deadline))
+        return cast(RemoveOutcome, _with_missing_keys(out, missing_keys))
+
+    def status(self, index: str, *, deadline_s: float | None = None) -> StatusOutcome:
+        return cast(StatusOutcome, self._run(self._plan_status(index, deadline_s)))
+
+    async def astatus(self, index: str, *, deadline_s: float | None = None) -> StatusOutcome:
+        """:meth:`status` as a coroutine."""
+        return cast(StatusOutcome, await self._arun(self._plan_status(index, deadline_s)))
+
+    def get(
+        self,
+        index: str,
+        ids: Sequence[str] = (),
+        *,
+        keys: Sequence[str] = (),
+        deadline_s: float | None = None,
+    ) -> GetOutcome:
+        """The stored passages with these ids, and every passage of these caller keys (needs
+        ``Capabilities.get``, and ``keys`` for keys); what is not there is listed as missing."""
+        return cast(GetOutcome, self._run(self._plan_get(index, ids, keys, deadline_s)))
+
+    async def aget(
+        self,
+        index: str,
+        ids: Sequence[str] = (),
+        *,
+        keys: Sequence[str] = (),
+        deadline_s: float | None = None,
+    ) -> GetOutcome:
+        """:meth:`get` as a coroutine."""
+        return cast(GetOutcome, await self._arun(self._plan_get(index, ids, keys, deadline_s)))
+
+    def scan(
+        self,
+        index: str,
+        *,
+        filters: Mapping[str, Any] | Filter | None = None,
+        after: str | None = None,
+        limit: int = 100,
+        deadline_s: float | None = None,
+    ) -> ScanOutcome:
+        """One page (at most ``limit``) of the index's passages in id order, after the cursor
+        ``after`` (``Scanned.next_after`` of the previous page); needs ``Capabilities.scan``.
+        :meth:`scan_all` walks every page."""
+        return cast(
+            ScanOutcome, self._run(self._plan_scan(index, filters, after, limit, deadline_s))
+        )
+
+    async def ascan(
+        self,
+        index: str,
+        *,
+        filters: Mapping[str, Any] | Filter | None = None,
+        after: str | None = None,
+        limit: int = 100,
+        deadline_s: float | None = None,
+    ) -> ScanOutcome:
+        """:meth:`scan` as a coroutine."""
+        plan = self._plan_scan(index, filters, after, limit, deadline_s)
+        return cast(ScanOutcome, await self._arun(plan))
+
+    def scan_all(
+        self,
+        index: str,
+        *,
+        filters: Mapping[str, Any] | Filter | None = None,
+        after: str | None = None,
+        page: int = 500,
+        deadline_s: float | None = None,
+    ) -> Iterator[Scanned | IndexFailed | IndexTimeout | IndexUnavailable]:
+        """Every page of :meth:`scan`, in order; a failure is yielded as the last item (so a
+        caller always learns whether it saw everything).  ``deadline_s`` is per page."""
+        cursor = after
+        while True:
+            out = self.scan(index, filters=filters, after=cursor, limit=page, deadline_s=deadline_s)
+            yield out
+            if not isinstance(out, Scanned) or out.next_after is None:
+                return
+            cursor = out.next_after
+
+    def indexes(self, *, deadline_s: float | None = None) -> IndexesOutcome:
+        """The named indexes the backend holds, by name, with their passage counts (needs
+        ``Capabilities.indexes``)."""
+        return cast(IndexesOutcome, self._run(self._plan_indexes(deadline_s)))
+
+    async def aindexes(self, *, deadline_s: float | None = None) -> IndexesOutcome:
+        """:meth:`indexes` as a coroutine."""
+        return cast(IndexesOutcome, await self._arun(self._plan_indexes(deadline_s)))
+
+    def drop(self, index: str, *, deadline_s: float | None = None) -> StatusOutcome:
+        """Delete a whole index (the backend's ``op_drop``; sensitive: the CLI, invoke and MCP
+        gate it as they gate remove).  Answers ``IndexStatus`` with ``exists=False``."""
+        return cast(StatusOutcome, self._run(self._plan_extra("drop", index, deadline_s, {})))
+
+    async def adrop(self, index: str, *, deadline_s: float | None = None) -> StatusOutcome:
+        """:meth:`drop` as a coroutine."""
+        plan = self._plan_extra("drop", index, deadline_s, {})
+        return cast(StatusOutcome, await self._arun(plan))
+
+    def call_extra(
+        self, op: str, index: str, deadline_s: float | None = None, **kwargs: Any
+    ) -> Any:
+        """Run an extension op (``drop``, ``optimize``, ``rebuild``, ``rerank``, ``explain``,
+        ``neighbours``: :data:`indexplug.protocols.EXTENSION_OPS`) under the same readiness,
+        exception and deadline rules as any op.  Its arguments are checked before the plugin
+        is called, and its answer like any other: one of the outcomes
+        :data:`~indexplug.outcomes.ALLOWED` for it, every passage in it checked and copied
+        (and a rerank's hits only passages the caller gave)."""
+        return self._run(self._plan_extra(op, index, deadline_s, kwargs))
+
+    async def acall_extra(
+        self, op: str, index: str, deadline_s: float | None = None, **kwargs: Any
+    ) -> Any:
+        """:meth:`call_extra` as a coroutine."""
+        return await self._arun(self._plan_extra(op, index, deadline_s, kwargs))
+
+    # -- plans: each op's arguments checked, its plugin call and answer check bound ----------
+
+    def _native(self, op: str) -> Callable[..., Any] | None:
+        """The backend's own coroutine form of ``op`` (``a<op>``), if it has one."""
+        fn = getattr(self.backend, f"a{op}", None)
+        return fn if fn is not None and inspect.iscoroutinefunction(fn) else None
+
+    def _plan_add(
+        self,
+        index: str,
+        passages: Sequence[Passage],
+        max_bytes: int | None,
+        deadline_s: float | None,
+    ) -> _AddPlan:
+        validate_index_name(index)
+        if isinstance(passages, (str, bytes)) or not isinstance(passages, Sequence):
+            raise InvalidRequest("passages must be a list of Passage", field="passages")
+        if len(passages) > MAX_WRITE:
+            raise InvalidRequest(
+                f"a write of {len(passages)} passages is over the limit of {MAX_WRITE}; "
+                "split it into smaller writes",
+                field="passages",
+            )
+        if max_bytes is not None and (
+            isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0
+        ):
+            raise InvalidRequest("max_bytes must be a positive integer", field="max_bytes")
+        unique: dict[str, Passage] = {}
+        keyed = False
+        for p in passages:
+            if type(p) is not Passage:
+                raise InvalidRequest(
+                    f"passages must be Passage objects, got {type(p).__name__}", field="passages"
+                )
+            keyed = keyed or p.key is not None
+            unique.setdefault(p.id, p)
+        if keyed and not getattr(self.backend.capabilities, "keys", False):
+            raise InvalidRequest(
+                f"backend '{self.name}' does not support caller keys (passages with a key)",
+                field="passages",
+            )
+        batch = list(unique.values())
+        deadline = Deadline.after(_write_deadline(deadline_s))
+        return _AddPlan(
+            deadline=deadline,
+            chunks=_chunks(batch, WRITE_BATCH),
+            total=len(batch),
+            dupes=len(passages) - len(batch),
+        )
+
+    def _add_call(
+        self, index: str, chunk: list[Passage], max_bytes: int | None, deadline: Deadline
+    ) -> _Plan:
+        def check(out: Any) -> Any:
+            if isinstance(out, Indexed) and out.added + out.known != len(chunk):
+                return self._violation(
+                    index,
+                    f"reported {out.added} added + {out.known} known for "
+                    f"{len(chunk)} distinct passages",
+                )
+            return out
+
+        native = self._native("add")
+        return _Plan(
+            "add",
+            index,
+            deadline,
+            lambda: self.backend.add(index, chunk, max_bytes=max_bytes, deadline=deadline),
+            check,
+            (lambda: native(index, chunk, max_bytes=max_bytes, deadline=deadline))
+            if native
+            else None,
+        )
+
+    def _merged_add(self, index: str, plan: _AddPlan, outs: list[Any]) -> Any:
+        """One answer for a write sent in batches: the batches' ``Indexed`` summed, or the
+        first failure with how many passages the batches before it stored."""
+        if not outs:  # an empty write: asked of the plugin as before, for its own answer
+            return self._run(self._add_call(index, [], None, plan.deadline))
+        good = [o for o in outs if isinstance(o, Indexed)]
+        last = outs[-1]
+        if not isinstance(last, Indexed):
+            if len(outs) == 1 or not hasattr(last, "committed"):
+                return last
+            stored = sum(o.added + o.known for o in good)
+            return last.model_copy(update={"committed": stored})
+        if len(good) == 1:
+            merged = good[0]
+        else:
+            merged = good[-1].model_copy(
+                update={
+                    "added": sum(o.added for o in good),
+                    "known": sum(o.known for o in good),
+                    "added_ids": [i for o in good for i in o.added_ids],
+                    "known_ids": [i for o in good for i in o.known_ids],
+                    "replaced": sum(o.replaced for o in good),
+                }
+            )
+        if plan.dupes:
+            merged = merged.model_copy(update={"known": merged.known + plan.dupes})
+        return merged
+
+    def _plan_search(
+        self,
+        index: str,
+        query: str,
+        top_k: int,
+        deadline_s: float | None,
+        filters: Mapping[str, Any] | Filter | None,
+    ) -> _Plan:
         validate_index_name(index)
         if not isinstance(query, str):
             raise InvalidQuery(f"a query must be text, not {type(query).__name__}")
@@ -216,61 +539,122 @@ class Guard:
             raise InvalidQuery(f"the query is longer than {MAX_QUERY_CHARS} characters")
         if not any(ch.isalnum() for ch in query):  # "?!", "--": nothing any backend can search
             raise InvalidQuery("the query has no word to search (no letter or digit)")
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-            raise InvalidRequest(
-                f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}", field="top_k"
-            )
-        if filters:
-            if not getattr(self.backend.capabilities, "filters", False):
-                raise InvalidRequest(
-                    f"backend '{self.name}' does not support metadata filters", field="filters"
-                )
-            for k, v in filters.items():
-                if not isinstance(k, str) or not isinstance(v, (str, int, float, bool)):
-                    raise InvalidRequest(
-                        "filters map metadata keys to str/int/float/bool values", field="filters"
-                    )
+        _check_count("top_k", top_k, 1, MAX_TOP_K)
+        parsed, given = self._filters(filters)
         deadline = Deadline.after(deadline_s)
         started = time.perf_counter()
 
         def check(out: Any) -> Any:
             elapsed = round((time.perf_counter() - started) * 1000, 3)
             if type(out) is Searched:
-                return self._checked_search(out, top_k, deadline.seconds, elapsed)
+                answer = self._checked_search(out, top_k, deadline.seconds, elapsed)
+                if parsed is not None and type(answer) is Searched:
+                    for hit in answer.hits:
+                        if not matches(parsed, hit.passage.metadata):
+                            return self._violation(
+                                index,
+                                f"hit {hit.rank} does not pass the filter it was asked for",
+                            )
+                return answer
             if type(out) is NoMatch:
                 return _stamped(out, deadline_s=deadline.seconds, elapsed_ms=elapsed)
             return out
 
-        return cast(
-            SearchOutcome,
-            self._call(
-                "search",
-                index,
-                deadline,
-                lambda: self.backend.search(
-                    index,
-                    query,
-                    top_k=top_k,
-                    deadline=deadline,
-                    filters=dict(filters or {}) or None,
-                ),
-                check,
+        native = self._native("search")
+        return _Plan(
+            "search",
+            index,
+            deadline,
+            lambda: self.backend.search(
+                index, query, top_k=top_k, deadline=deadline, filters=given
             ),
+            check,
+            (lambda: native(index, query, top_k=top_k, deadline=deadline, filters=given))
+            if native
+            else None,
         )
 
-    def remove(
-        self, index: str, ids: Sequence[str], *, deadline_s: float | None = None
-    ) -> RemoveOutcome:
-        validate_index_name(index)
-        if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
-            raise InvalidRequest("ids must be a list of passage ids", field="ids")
-        if len(ids) > MAX_REMOVE_IDS:
-            raise InvalidRequest(f"at most {MAX_REMOVE_IDS} ids per call", field="ids")
-        if not all(isinstance(i, str) for i in ids):
-            raise InvalidRequest("ids must be strings", field="ids")
-        distinct = list(dict.fromkeys(ids))
-        deadline = Deadline.after(deadline_s)
+    def _filters(self, filters: Mapping[str, Any] | Filter | None) -> tuple[Filter | None, Any]:
+        """``filters`` parsed, and what the plugin is given: the :data:`Filter` for a backend
+        that claims the operators it uses, a ``{key: value}`` map of equalities for one that
+        claims only ``filters``; anything it cannot serve is refused (BAD_REQUEST), never
+        ignored."""
+        if filters is not None and not isinstance(filters, (Mapping, *FILTER_TYPES)):
+            raise InvalidRequest("filters must be a JSON object", field="filters")
+        parsed = parse_filter(filters)
+        if parsed is None:
+            return None, None
+        caps = self.backend.capabilities
+        served = frozenset(getattr(caps, "filter_operators", frozenset()) or ())
+        used = operators(parsed)
+        if served:
+            missing = used - served
+            if missing:
+                raise InvalidRequest(
+                    f"backend '{self.name}' cannot serve the filter operator(s) "
+                    f"{', '.join(sorted(missing))}",
+                    field="filters",
+                )
+            return parsed, parsed
+        if not getattr(caps, "filters", False):
+            raise InvalidRequest(
+                f"backend '{self.name}' does not support metadata filters", field="filters"
+            )
+        equal = equality_map(parsed)
+        if equal is None:
+            raise InvalidRequest(
+                f"backend '{self.name}' serves equality filters only (no operators, lists or null)",
+                field="filters",
+            )
+        return parsed, equal
 
+    def _remove_targets(
+        self,
+        index: str,
+        ids: Sequence[str],
+        keys: Sequence[str],
+        filters: Mapping[str, Any] | Filter | None,
+        deadline: Deadline,
+    ) -> tuple[Any, list[str]]:
+        """The distinct ids a remove is for (those given, those of ``keys``, those passing
+        ``filters``) and the keys no passage had; or the failure that stopped resolving them."""
+        validate_index_name(index)
+        wanted = _strings("ids", ids, MAX_REMOVE_IDS)
+        keys = _strings("keys", keys, MAX_REMOVE_IDS)
+        missing_keys: list[str] = []
+        if keys:
+            if not getattr(self.backend.capabilities, "keys", False):
+                raise InvalidRequest(
+                    f"backend '{self.name}' does not support caller keys", field="keys"
+                )
+            got = self._run(self._plan_get(index, (), keys, None, deadline))
+            if not isinstance(got, Got):
+                return got, []
+            wanted += [p.id for p in got.passages]
+            missing_keys = list(got.missing_keys)
+        if filters is not None:
+            parsed = parse_filter(filters)
+            if parsed is not None:
+                cursor: str | None = None
+                while True:
+                    page = self._run(
+                        self._plan_scan(index, parsed, cursor, MAX_SCAN, None, deadline)
+                    )
+                    if not isinstance(page, Scanned):
+                        return page, []
+                    wanted += [p.id for p in page.passages]
+                    if len(wanted) > MAX_REMOVE_IDS:
+                        raise InvalidRequest(
+                            f"more than {MAX_REMOVE_IDS} passages pass the filter; remove "
+                            "them in parts with narrower filters",
+                            field="filters",
+                        )
+                    if page.next_after is None:
+                        break
+                    cursor = page.next_after
+        return list(dict.fromkeys(wanted)), missing_keys
+
+    def _remove_call(self, index: str, distinct: list[str], deadline: Deadline) -> _Plan:
         def check(out: Any) -> Any:
             if isinstance(out, Removed) and out.removed + len(out.missing_ids) != len(distinct):
                 return self._violation(
@@ -280,40 +664,200 @@ class Guard:
                 )
             return out
 
-        return cast(
-            RemoveOutcome,
-            self._call(
-                "remove",
-                index,
-                deadline,
-                lambda: self.backend.remove(index, distinct, deadline=deadline),
-                check,
-            ),
+        native = self._native("remove")
+        return _Plan(
+            "remove",
+            index,
+            deadline,
+            lambda: self.backend.remove(index, distinct, deadline=deadline),
+            check,
+            (lambda: native(index, distinct, deadline=deadline)) if native else None,
         )
 
-    def status(self, index: str, *, deadline_s: float | None = None) -> StatusOutcome:
+    def _plan_status(self, index: str, deadline_s: float | None) -> _Plan:
         validate_index_name(index)
         deadline = Deadline.after(deadline_s)
-        return cast(
-            StatusOutcome,
-            self._call(
-                "status",
-                index,
-                deadline,
-                lambda: self.backend.status(index, deadline=deadline),
-                lambda out: out,
-            ),
+        native = self._native("status")
+        return _Plan(
+            "status",
+            index,
+            deadline,
+            lambda: self.backend.status(index, deadline=deadline),
+            lambda out: out,
+            (lambda: native(index, deadline=deadline)) if native else None,
         )
 
-    def call_extra(
-        self, op: str, index: str, deadline_s: float | None = None, **kwargs: Any
-    ) -> Any:
-        """Run an extension op (``drop``, ``optimize``, ``rebuild``, ``rerank``, ``explain``,
-        ``neighbours``: :data:`indexplug.protocols.EXTENSION_OPS`) under the same readiness,
-        exception and deadline rules as any op.  Its arguments are checked before the plugin
-        is called, and its answer like any other: one of the outcomes
-        :data:`~indexplug.outcomes.ALLOWED` for it, every passage in it checked and copied
-        (and a rerank's hits only passages the caller gave)."""
+    def _claim(self, capability: str, op: str) -> None:
+        if not getattr(self.backend.capabilities, capability, False) or not callable(
+            getattr(self.backend, op, None)
+        ):
+            raise InvalidRequest(f"backend '{self.name}' does not offer '{op}'", field="op")
+
+    def _plan_get(
+        self,
+        index: str,
+        ids: Sequence[str],
+        keys: Sequence[str],
+        deadline_s: float | None,
+        deadline: Deadline | None = None,
+    ) -> _Plan:
+        validate_index_name(index)
+        self._claim("get", "get")
+        wanted = list(dict.fromkeys(_strings("ids", ids, MAX_REMOVE_IDS)))
+        by_key = list(dict.fromkeys(_strings("keys", keys, MAX_REMOVE_IDS)))
+        if by_key and not getattr(self.backend.capabilities, "keys", False):
+            raise InvalidRequest(
+                f"backend '{self.name}' does not support caller keys", field="keys"
+            )
+        if deadline is None:
+            deadline = Deadline.after(deadline_s)
+
+        def check(out: Any) -> Any:
+            if type(out) is not Got:
+                return out
+            fields = out.__dict__
+            got, missing = fields.get("passages"), fields.get("missing_ids")
+            missing_keys = fields.get("missing_keys")
+            if type(got) is not list or type(missing) is not list or type(missing_keys) is not list:
+                return self._violation(index, "answered GOT with fields of the wrong type")
+            try:
+                copies = [self._passage(index, i, p) for i, p in enumerate(got, 1)]
+            except _Refused as refused:
+                return refused.outcome
+            asked, asked_keys = set(wanted), set(by_key)
+            seen_ids = {p.id for p in copies}
+            seen_keys = {p.key for p in copies if p.key in asked_keys}
+            stray = [p.id for p in copies if p.id not in asked and p.key not in asked_keys]
+            if stray:
+                return self._violation(index, f"get answered {len(stray)} passage(s) not asked for")
+            if set(missing) != asked - seen_ids or set(missing_keys) != asked_keys - seen_keys:
+                return self._violation(
+                    index, "get's missing ids or keys do not match the passages it answered"
+                )
+            order = {pid: n for n, pid in enumerate(wanted)}
+            copies.sort(key=lambda p: (order.get(p.id, len(order)), p.key or "", p.id))
+            unique = list({p.id: p for p in copies}.values())
+            return construct(
+                Got,
+                {
+                    "index": index,
+                    "backend": out.backend or self.plugin,
+                    "code": "GOT",
+                    "passages": unique,
+                    "missing_ids": [i for i in wanted if i not in seen_ids],
+                    "missing_keys": [k for k in by_key if k not in seen_keys],
+                },
+            )
+
+        native = self._native("get")
+        return _Plan(
+            "get",
+            index,
+            deadline,
+            lambda: self.backend.get(index, wanted, keys=by_key, deadline=deadline),  # type: ignore[attr-defined]
+            check,
+            (lambda: native(index, wanted, keys=by_key, deadline=deadline)) if native else None,
+        )
+
+    def _plan_scan(
+        self,
+        index: str,
+        filters: Mapping[str, Any] | Filter | None,
+        after: str | None,
+        limit: int,
+        deadline_s: float | None,
+        deadline: Deadline | None = None,
+    ) -> _Plan:
+        validate_index_name(index)
+        self._claim("scan", "scan")
+        if after is not None and (type(after) is not str or not after or "\x00" in after):
+            raise InvalidRequest("after must be a cursor from a previous page", field="after")
+        _check_count("limit", limit, 1, MAX_SCAN)
+        parsed, given = self._filters(filters)
+        if deadline is None:
+            deadline = Deadline.after(deadline_s)
+
+        def check(out: Any) -> Any:
+            if type(out) is not Scanned:
+                return out
+            fields = out.__dict__
+            page, cursor = fields.get("passages"), fields.get("next_after")
+            if type(page) is not list or (cursor is not None and type(cursor) is not str):
+                return self._violation(index, "answered SCANNED with fields of the wrong type")
+            if len(page) > limit:
+                return self._violation(
+                    index, f"scan answered {len(page)} passages for limit {limit}"
+                )
+            try:
+                copies = [self._passage(index, i, p) for i, p in enumerate(page, 1)]
+            except _Refused as refused:
+                return refused.outcome
+            last = after
+            for p in copies:
+                if last is not None and not p.id > last:
+                    return self._violation(index, "scan answered passages out of id order")
+                if parsed is not None and not matches(parsed, p.metadata):
+                    return self._violation(
+                        index, f"scan answered passage {p.id[:12]}... that fails the filter"
+                    )
+                last = p.id
+            if cursor is not None and (not copies or cursor != copies[-1].id):
+                return self._violation(index, "scan's cursor is not the last id of its page")
+            return construct(
+                Scanned,
+                {
+                    "index": index,
+                    "backend": out.backend or self.plugin,
+                    "code": "SCANNED",
+                    "passages": copies,
+                    "next_after": cursor,
+                },
+            )
+
+        native = self._native("scan")
+        return _Plan(
+            "scan",
+            index,
+            deadline,
+            lambda: self.backend.scan(  # type: ignore[attr-defined]
+                index, filters=given, after=after, limit=limit, deadline=deadline
+            ),
+            check,
+            (lambda: native(index, filters=given, after=after, limit=limit, deadline=deadline))
+            if native
+            else None,
+        )
+
+    def _plan_indexes(self, deadline_s: float | None) -> _Plan:
+        self._claim("indexes", "indexes")
+        deadline = Deadline.after(deadline_s)
+
+        def check(out: Any) -> Any:
+            if type(out) is not IndexList:
+                return out
+            names = [i.name for i in out.indexes]
+            if len(set(names)) != len(names):
+                return self._violation("", "indexes answered a name twice")
+            for name in names:
+                try:
+                    validate_index_name(name)
+                except InvalidRequest:
+                    return self._violation("", "indexes answered a name that is not valid")
+            return out.model_copy(update={"indexes": sorted(out.indexes, key=lambda i: i.name)})
+
+        native = self._native("indexes")
+        return _Plan(
+            "indexes",
+            "",
+            deadline,
+            lambda: self.backend.indexes(deadline=deadline),  # type: ignore[attr-defined]
+            check,
+            (lambda: native(deadline=deadline)) if native else None,
+        )
+
+    def _plan_extra(
+        self, op: str, index: str, deadline_s: float | None, kwargs: dict[str, Any]
+    ) -> _Plan:
         validate_index_name(index)
         if op not in EXTENSION_OPS:
             known = ", ".join(sorted(EXTENSION_OPS))
@@ -322,10 +866,8 @@ class Guard:
         if not callable(fn):
             raise InvalidRequest(f"backend '{self.name}' has no op '{op}'", field="op")
         check = self._extra_check(op, kwargs)
-        deadline = Deadline.after(deadline_s)
-        return self._call(
-            op, index, deadline, lambda: fn(index, deadline=deadline, **kwargs), check
-        )
+        deadline = Deadline.after(_write_deadline(deadline_s) if op in _WRITES else deadline_s)
+        return _Plan(op, index, deadline, lambda: fn(index, deadline=deadline, **kwargs), check)
 
     def _extra_check(self, op: str, kwargs: dict[str, Any]) -> Callable[[Any], Any]:
         """Refuse malformed arguments of extension op ``op``; the check of its answer."""
@@ -430,15 +972,8 @@ class Guard:
             error_type="ContractViolation",
         )
 
-    def _call(
-        self,
-        op: str,
-        index: str,
-        deadline: Deadline,
-        fn: Callable[[], Any],
-        check: Callable[[Any], Any],
-    ) -> Any:
-        """Run ``fn`` (the plugin's op) on a worker thread and answer by ``deadline``.
+    def _run(self, plan: _Plan) -> Any:
+        """Run ``plan``'s plugin call on a worker thread and answer by its deadline.
 
         Every op of every backend runs there, whatever the backend claims about its own
         deadlines: only a thread the caller does not wait on can be abandoned, and the caller
@@ -447,44 +982,89 @@ class Guard:
         """
         ready = self._ready()
         if not ready.ready:
-            return IndexUnavailable(
-                index=index, backend=self.plugin, reason=ready.reason or "not ready"
-            )
-
-        def answer() -> Any:
-            # the plugin's answer, then its checks, on the worker thread
-            try:
-                out = fn()
-            except TimeoutError:
-                return self._late(op, index, deadline, "reported that it ran out of time")
-            except Exception as exc:
-                if time.monotonic() > deadline.at:
-                    return self._late(op, index, deadline, "answered after its deadline")
-                return IndexFailed(
-                    index=index,
-                    backend=self.plugin,
-                    reason=f"plugin '{self.plugin}' raised during {op}: {_describe(exc)}",
-                    error_type=type(exc).__name__,
-                )
-            if time.monotonic() > deadline.at:
-                return self._late(op, index, deadline, "answered after its deadline")
-            try:
-                return self._settle(op, index, out, check)
-            except Exception as exc:
-                # an answer built without validation whose parts are not what they claim
-                return self._violation(
-                    index, f"its answer to {op} could not be checked: {_describe(exc)}"
-                )
-
-        future: Future[Any] = _POOL.get().submit(answer)
+            return self._not_ready(plan, ready)
+        future: Future[Any] = _POOL.get().submit(self._answer, plan)
         try:
-            out = future.result(timeout=deadline.remaining() + SETTLE_S)
+            out = future.result(timeout=plan.deadline.remaining() + SETTLE_S)
         except TimeoutError:
             future.add_done_callback(discard)
-            return self._late(op, index, deadline, "did not answer within its deadline")
+            return self._late(
+                plan.op, plan.index, plan.deadline, "did not answer within its deadline"
+            )
         if isinstance(out, IndexUnavailable):
             self.forget_readiness()
         return out
+
+    async def _arun(self, plan: _Plan) -> Any:
+        """:meth:`_run` for a coroutine: the event loop is never blocked.  A backend's own
+        coroutine (``a<op>``) runs on the loop; any other call on the worker threads."""
+        if time.monotonic() < self._ready_until:
+            ready = Readiness.yes()
+        else:
+            ready = await asyncio.to_thread(self._ready)
+        if not ready.ready:
+            return self._not_ready(plan, ready)
+        timeout = plan.deadline.remaining() + SETTLE_S
+        if plan.native is not None:
+            try:
+                raw = await asyncio.wait_for(plan.native(), timeout=timeout)
+            except TimeoutError:
+                return self._late(
+                    plan.op, plan.index, plan.deadline, "did not answer within its deadline"
+                )
+            except Exception as exc:
+                return self._raised(plan, exc)
+            out = self._finish(plan, raw)
+        else:
+            future: Future[Any] = _POOL.get().submit(self._answer, plan)
+            try:
+                out = await asyncio.wait_for(asyncio.wrap_future(future), timeout=timeout)
+            except TimeoutError:
+                future.add_done_callback(discard)
+                return self._late(
+                    plan.op, plan.index, plan.deadline, "did not answer within its deadline"
+                )
+        if isinstance(out, IndexUnavailable):
+            self.forget_readiness()
+        return out
+
+    def _not_ready(self, plan: _Plan, ready: Readiness) -> IndexUnavailable:
+        return IndexUnavailable(
+            index=plan.index, backend=self.plugin, reason=ready.reason or "not ready"
+        )
+
+    def _answer(self, plan: _Plan) -> Any:
+        """The plugin's answer to ``plan``, then its checks (on the worker thread)."""
+        try:
+            out = plan.fn()
+        except Exception as exc:
+            return self._raised(plan, exc)
+        return self._finish(plan, out)
+
+    def _raised(self, plan: _Plan, exc: Exception) -> Any:
+        if isinstance(exc, TimeoutError):
+            return self._late(
+                plan.op, plan.index, plan.deadline, "reported that it ran out of time"
+            )
+        if time.monotonic() > plan.deadline.at:
+            return self._late(plan.op, plan.index, plan.deadline, "answered after its deadline")
+        return IndexFailed(
+            index=plan.index,
+            backend=self.plugin,
+            reason=f"plugin '{self.plugin}' raised during {plan.op}: {_describe(exc)}",
+            error_type=type(exc).__name__,
+        )
+
+    def _finish(self, plan: _Plan, out: Any) -> Any:
+        if time.monotonic() > plan.deadline.at:
+            return self._late(plan.op, plan.index, plan.deadline, "answered after its deadline")
+        try:
+            return self._settle(plan.op, plan.index, out, plan.check)
+        except Exception as exc:
+            # an answer built without validation whose parts are not what they claim
+            return self._violation(
+                plan.index, f"its answer to {plan.op} could not be checked: {_describe(exc)}"
+            )
 
     def _late(self, op: str, index: str, deadline: Deadline, what: str) -> IndexTimeout:
         return IndexTimeout(
@@ -643,7 +1223,7 @@ class Guard:
         fields = _passage_fields(p.__dict__)
         if fields is None:
             raise _Refused(self._violation(index, f"hit {i}'s passage has fields of wrong types"))
-        pid, text, source, doc_sha, start, end, metadata, digest = fields
+        pid, text, source, doc_sha, start, end, metadata, digest, key = fields
         if digest is None:
             raise _Refused(
                 self._integrity(
@@ -658,7 +1238,7 @@ class Guard:
         src = _source_copy(source)
         if src is None:
             raise _Refused(self._violation(index, f"hit {i}'s source has fields of wrong types"))
-        meta = Metadata(metadata)
+        meta = _metadata_copy(metadata)
         if passage_id(text, src.uri, start, end) != pid:
             raise _Refused(
                 self._integrity(
@@ -667,7 +1247,7 @@ class Guard:
                     "(text, uri or span altered after indexing); not served",
                 )
             )
-        if passage_digest(pid, src, doc_sha, start, end, meta) != digest:
+        if passage_digest(pid, src, doc_sha, start, end, meta, key) != digest:
             raise _Refused(
                 self._integrity(
                     index,
@@ -686,6 +1266,7 @@ class Guard:
                 "end": end,
                 "metadata": meta,
                 "digest": digest,
+                "key": key,
             },
         )
         with self._checked_lock:
@@ -702,14 +1283,16 @@ class Guard:
         )
 
 
-_PassageFields = tuple[str, str, Any, str | None, int, int, dict[str, MetadataValue], str | None]
+_PassageFields = tuple[
+    str, str, Any, str | None, int, int, dict[str, MetadataValue], str | None, str | None
+]
 
 
 def _passage_fields(d: dict[str, Any]) -> _PassageFields | None:
     """A passage's fields from its ``__dict__``, if each is of its exact declared type."""
     pid, text, source = d.get("id"), d.get("text"), d.get("source")
     doc_sha, start, end = d.get("document_sha256"), d.get("start"), d.get("end")
-    metadata, digest = d.get("metadata"), d.get("digest")
+    metadata, digest, key = d.get("metadata"), d.get("digest"), d.get("key")
     if (
         type(pid) is not str
         or type(text) is not str
@@ -721,12 +1304,30 @@ def _passage_fields(d: dict[str, Any]) -> _PassageFields | None:
         or not 0 <= start <= end
         or (type(metadata) is not Metadata and type(metadata) is not dict)
         or (digest is not None and type(digest) is not str)
+        or (key is not None and type(key) is not str)
     ):
         return None
-    for key, value in metadata.items():
-        if type(key) is not str or type(value) not in _SCALARS:
+    for name, value in metadata.items():
+        if type(name) is not str:
             return None
-    return (pid, text, source, doc_sha, start, end, metadata, digest)
+        if type(value) in _LISTS:
+            if not all(type(v) in _SCALARS for v in cast(list[Any], value)):
+                return None
+        elif value is not None and type(value) not in _SCALARS:
+            return None
+    return (pid, text, source, doc_sha, start, end, metadata, digest, key)
+
+
+def _metadata_copy(metadata: dict[str, MetadataValue]) -> Metadata:
+    """A new read-only copy of checked ``metadata`` (its lists copied too)."""
+    if not metadata:
+        return EMPTY_METADATA
+    return Metadata(
+        {
+            k: MetadataList(cast(list[Any], v)) if type(v) in _LISTS else v
+            for k, v in metadata.items()
+        }
+    )
 
 
 def _source_copy(source: Source) -> Source | None:
@@ -750,10 +1351,11 @@ def _source_copy(source: Source) -> Source | None:
 
 def _same(known: Passage, fields: _PassageFields) -> bool:
     """Whether ``fields`` (exact types, see :func:`_passage_fields`) are those of ``known``."""
-    pid, text, source, doc_sha, start, end, metadata, _ = fields
+    pid, text, source, doc_sha, start, end, metadata, _, key = fields
     k = known.__dict__
     if not (
-        k["id"] == pid
+        k["key"] == key
+        and k["id"] == pid
         and k["text"] == text
         and k["document_sha256"] == doc_sha
         and k["start"] == start
@@ -772,12 +1374,18 @@ def _same(known: Passage, fields: _PassageFields) -> bool:
     km = k["metadata"]
     if len(km) != len(metadata):
         return False
-    for key, value in metadata.items():
+    for name, value in metadata.items():
         # exact types were checked; a bool is not an int here, nor 1 the same as 1.0
-        if key not in km:
+        if name not in km:
             return False
-        mine = km[key]
-        if type(mine) is not type(value) or mine != value:
+        mine = km[name]
+        if type(value) in _LISTS:
+            items = cast(list[Any], value)
+            if type(mine) is not MetadataList or len(mine) != len(items):
+                return False
+            if any(type(a) is not type(b) or a != b for a, b in zip(mine, items, strict=True)):
+                return False
+        elif type(mine) is not type(value) or mine != value:
             return False
     return True
 
@@ -805,3 +1413,70 @@ def _present(passage: Any, before: Any, after: Any) -> dict[str, Any]:
 def _stamped(out: BaseModel, **update: Any) -> Any:
     """A copy of the guard's own ``out`` with ``update`` applied (values of declared types)."""
     return out.model_copy(update=update)
+
+
+Progress = Callable[[int, int], None]
+"""``progress(done, total)``: passages written so far, of how many."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """One plugin call, ready to run: what :meth:`Guard._run` and :meth:`Guard._arun` take."""
+
+    op: str
+    index: str
+    deadline: Deadline
+    fn: Callable[[], Any]
+    check: Callable[[Any], Any]
+    native: Callable[[], Awaitable[Any]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _AddPlan:
+    deadline: Deadline
+    chunks: list[list[Passage]]
+    total: int
+    dupes: int
+
+
+def _write_deadline(deadline_s: float | None) -> float:
+    return WRITE_DEADLINE_S if deadline_s is None else deadline_s
+
+
+def _chunks(batch: list[Passage], size: int) -> list[list[Passage]]:
+    """``batch`` in pieces of about ``size``, one caller key's passages never split (so that
+    each key is replaced at once); an empty batch is one empty piece."""
+    if len(batch) <= size:
+        return [batch]
+    groups: dict[Any, list[Passage]] = {}
+    for p in batch:
+        groups.setdefault(p.key if p.key is not None else ("", p.id), []).append(p)
+    out: list[list[Passage]] = [[]]
+    for group in groups.values():
+        if out[-1] and len(out[-1]) + len(group) > size:
+            out.append([])
+        out[-1].extend(group)
+    return out
+
+
+def _strings(field: str, values: Sequence[str], limit: int) -> list[str]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise InvalidRequest(f"{field} must be a list of strings", field=field)
+    if len(values) > limit:
+        raise InvalidRequest(f"at most {limit} {field} per call", field=field)
+    if not all(type(v) is str and v and "\x00" not in v for v in values):
+        raise InvalidRequest(f"{field} must be non-empty strings without NUL", field=field)
+    return list(values)
+
+
+def _check_count(field: str, n: Any, low: int, high: int) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or not low <= n <= high:
+        raise InvalidRequest(
+            f"{field} must be an integer from {low} to {high}, got {n!r}", field=field
+        )
+
+
+def _with_missing_keys(out: Any, missing_keys: list[str]) -> Any:
+    if missing_keys and isinstance(out, Removed):
+        return out.model_copy(update={"missing_keys": missing_keys})
+    return out

@@ -345,7 +345,7 @@ class _Run:
                 "and index the folder again"
             )
             return False
-        out = self.guard.call_extra("drop", self.index, self.deadline_s)
+        out = self.guard.drop(self.index, deadline_s=self.deadline_s)
         if getattr(out, "ok", False) is not True:
             why = getattr(out, "message", type(out).__name__)
             self.report.failures.append(f"the index could not be dropped to rebuild it: {why}")

@@ -765,6 +765,7 @@ def _to_passage(p: Any, i: int) -> Passage:
             source=p.source,
             document_sha256=p.document_sha256,
             metadata=p.metadata,
+            key=p.key,
         )
     except (ValidationError, ValueError) as exc:
         text = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)

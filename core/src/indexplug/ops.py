@@ -15,6 +15,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from indexplug.filters import parse_filter
 from indexplug.guard import MAX_BATCH, MAX_QUERY_CHARS, MAX_REMOVE_IDS
 from indexplug.ingest import IngestReport
 from indexplug.outcomes import Degradation, ScoreScale
@@ -69,6 +70,13 @@ class PassageIn(_Args):
     )
     document_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+    key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=512,
+        description="The caller's document id (backends that claim keys): adding passages "
+        "under a key replaces the passages that key had.",
+    )
     digest: str | None = Field(
         default=None,
         description="Optional; when given it must be the passage's digest (as exported).",
@@ -94,8 +102,11 @@ class _SearchCommon(_Args):
     )
     top_k: int = Field(default=10, ge=1, le=MAX_SEARCH_TOP_K, description="How many hits.")
     deadline_s: float | None = DeadlineS
-    filters: dict[str, MetadataValue] | None = Field(
-        default=None, description="Metadata equality filters (backends that support them)."
+    filters: dict[str, Any] | None = Field(
+        default=None,
+        description="A metadata filter: {key: value} for equality, or operators "
+        "($eq $ne $in $nin $gt $gte $lt $lte $exists, combined with $and $or $not); see "
+        "indexplug.filters.",
     )
     context: int = Field(
         default=0,
@@ -113,14 +124,10 @@ class _SearchCommon(_Args):
 
     @field_validator("filters")
     @classmethod
-    def _filter_keys(
-        cls, value: dict[str, MetadataValue] | None
-    ) -> dict[str, MetadataValue] | None:
-        # Every other character works as a key on every backend; a NUL cannot be told apart
-        # from the end of the key by SQLite's JSON functions or from the separator of
-        # elastic's filter terms, so it is refused rather than silently never matching.
-        if value and any("\x00" in k for k in value):
-            raise ValueError("a filter key contains a NUL character")
+    def _filter_language(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        # Parsed here so that a malformed filter is a BAD_REQUEST naming 'filters' before any
+        # backend is touched (the guard parses it again: it is the guard's to check).
+        parse_filter(value)
         return value
 
 

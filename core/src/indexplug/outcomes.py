@@ -182,6 +182,12 @@ class IndexFailed(_Outcome):
     code: Literal["INDEX_FAILED"] = "INDEX_FAILED"
     reason: str
     error_type: str | None = None
+    committed: int | None = Field(
+        default=None,
+        ge=0,
+        description="For a write answered in batches: how many passages earlier batches stored "
+        "(kept; repeating the same call completes the rest without duplicates).",
+    )
 
     @property
     def message(self) -> str:
@@ -193,6 +199,12 @@ class IndexTimeout(_Outcome):
     code: Literal["INDEX_TIMEOUT"] = "INDEX_TIMEOUT"
     deadline_s: float
     reason: str = "the operation ran past its deadline"
+    committed: int | None = Field(
+        default=None,
+        ge=0,
+        description="For a write answered in batches: how many passages earlier batches stored "
+        "(kept; repeating the same call completes the rest without duplicates).",
+    )
 
     @property
     def message(self) -> str:
@@ -202,6 +214,12 @@ class IndexTimeout(_Outcome):
 class IndexUnavailable(_Outcome):
     code: Literal["INDEX_UNAVAILABLE"] = "INDEX_UNAVAILABLE"
     reason: str
+    committed: int | None = Field(
+        default=None,
+        ge=0,
+        description="For a write answered in batches: how many passages earlier batches stored "
+        "(kept; repeating the same call completes the rest without duplicates).",
+    )
 
     @property
     def message(self) -> str:
@@ -218,10 +236,16 @@ class Indexed(_Outcome):
     bytes_used: int | None = None
     max_bytes: int | None = None
     estimate: bool = False
+    replaced: int = Field(
+        default=0,
+        ge=0,
+        description="Earlier passages of the batch's keys that the batch replaced (removed).",
+    )
 
     @property
     def message(self) -> str:
-        return f"Added {self.added} passage(s) to '{self.index}'; {self.known} already known."
+        gone = f"; {self.replaced} replaced" if self.replaced else ""
+        return f"Added {self.added} passage(s) to '{self.index}'; {self.known} already known{gone}."
 
     @classmethod
     def of_batch(
@@ -275,6 +299,9 @@ class Removed(_Outcome):
     removed: int = Field(ge=0)
     removed_ids: list[str] = Field(default_factory=list)
     missing_ids: list[str] = Field(default_factory=list)
+    missing_keys: list[str] = Field(
+        default_factory=list, description="Keys asked for that no passage had."
+    )
 
     @property
     def message(self) -> str:
@@ -395,6 +422,57 @@ class Neighbours(_Outcome):
         )
 
 
+class Got(_Outcome):
+    """Passages read back by id or by caller key (the ``get`` op), in the order asked; what
+    was not there is listed, never silently left out."""
+
+    code: Literal["GOT"] = "GOT"
+    passages: list[Passage] = Field(default_factory=list)
+    missing_ids: list[str] = Field(default_factory=list)
+    missing_keys: list[str] = Field(default_factory=list)
+
+    @property
+    def message(self) -> str:
+        gone = len(self.missing_ids) + len(self.missing_keys)
+        return f"Read {len(self.passages)} passage(s) from '{self.index}'; {gone} not there."
+
+
+class Scanned(_Outcome):
+    """One page of every passage of an index in id order (the ``scan`` op).  ``next_after``
+    is the cursor of the next page (the last id of this one), ``None`` after the last page."""
+
+    code: Literal["SCANNED"] = "SCANNED"
+    passages: list[Passage] = Field(default_factory=list)
+    next_after: str | None = None
+
+    @property
+    def message(self) -> str:
+        more = "; more follow" if self.next_after else ""
+        return f"Read {len(self.passages)} passage(s) of '{self.index}'{more}."
+
+
+class IndexInfo(BaseModel):
+    """One named index a backend holds."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    passages: int = Field(ge=0)
+
+
+class IndexList(_Outcome):
+    """The named indexes a backend holds, by name (the ``indexes`` op; ``index`` is empty:
+    the answer is about the whole backend)."""
+
+    code: Literal["INDEXES"] = "INDEXES"
+    indexes: list[IndexInfo] = Field(default_factory=list)
+
+    @property
+    def message(self) -> str:
+        who = self.backend or "the backend"
+        return f"{who} holds {len(self.indexes)} index(es)."
+
+
 _OK_CODES = frozenset(
     {
         "SEARCHED",
@@ -405,6 +483,9 @@ _OK_CODES = frozenset(
         "STATUS",
         "EXPLAINED",
         "NEIGHBOURS",
+        "GOT",
+        "SCANNED",
+        "INDEXES",
     }
 )
 
@@ -424,6 +505,16 @@ RemoveOutcome = Annotated[
 StatusOutcome = Annotated[
     IndexStatus | IndexFailed | IndexTimeout | IndexUnavailable, Field(discriminator="code")
 ]
+GetOutcome = Annotated[
+    Got | IndexFailed | IndexTimeout | IndexUnavailable, Field(discriminator="code")
+]
+ScanOutcome = Annotated[
+    Scanned | IndexFailed | IndexTimeout | IndexUnavailable, Field(discriminator="code")
+]
+IndexesOutcome = Annotated[
+    IndexList | IndexFailed | IndexTimeout | IndexUnavailable, Field(discriminator="code")
+]
+DropOutcome = StatusOutcome
 AnyOutcome = Annotated[
     Searched
     | NoMatch
@@ -438,7 +529,10 @@ AnyOutcome = Annotated[
     | BadRequest
     | NotAllowed
     | Explained
-    | Neighbours,
+    | Neighbours
+    | Got
+    | Scanned
+    | IndexList,
     Field(discriminator="code"),
 ]
 
@@ -447,6 +541,10 @@ ALLOWED: dict[str, tuple[type[_Outcome], ...]] = {
     "add": (Indexed, OverBudget, IndexFailed, IndexTimeout, IndexUnavailable),
     "remove": (Removed, IndexFailed, IndexTimeout, IndexUnavailable),
     "status": (IndexStatus, IndexFailed, IndexTimeout, IndexUnavailable),
+    # the data interface: optional, each claimed in Capabilities (indexplug.protocols)
+    "get": (Got, IndexFailed, IndexTimeout, IndexUnavailable),
+    "scan": (Scanned, IndexFailed, IndexTimeout, IndexUnavailable),
+    "indexes": (IndexList, IndexFailed, IndexTimeout, IndexUnavailable),
     # extension ops (optional protocols in indexplug.protocols; Guard.call_extra)
     "drop": (IndexStatus, IndexFailed, IndexTimeout, IndexUnavailable),
     "optimize": (IndexStatus, IndexFailed, IndexTimeout, IndexUnavailable),
@@ -456,8 +554,9 @@ ALLOWED: dict[str, tuple[type[_Outcome], ...]] = {
     "neighbours": (Neighbours, BadRequest, IndexFailed, IndexTimeout, IndexUnavailable),
 }
 """Which outcomes each op may answer; the guard turns anything else into ``IndexFailed``.
-The first four are every backend's; the rest are extension ops a backend may offer
-(:data:`indexplug.protocols.EXTENSION_OPS`)."""
+The first four are every backend's; ``get``, ``scan`` and ``indexes`` are the data interface a
+backend claims in its capabilities (``drop`` too, below); the rest are extension ops a backend
+may offer (:data:`indexplug.protocols.EXTENSION_OPS`)."""
 
 _any_adapter: TypeAdapter[Any] = TypeAdapter(AnyOutcome)
 
@@ -484,6 +583,9 @@ EXIT_CODES: dict[str, int] = {
     "OVER_BUDGET": 6,
     "EXPLAINED": 0,
     "NEIGHBOURS": 0,
+    "GOT": 0,
+    "SCANNED": 0,
+    "INDEXES": 0,
     "BAD_REQUEST": 64,
     "NOT_ALLOWED": 77,
 }

@@ -37,8 +37,38 @@ from pydantic_core import core_schema
 
 from indexplug.construct import construct
 
-MetadataValue = str | int | float | bool
-"""Metadata is flat on purpose: every backend can store and filter on scalars."""
+MetadataScalar = str | int | float | bool
+MetadataValue = str | int | float | bool | None | list[MetadataScalar]
+"""Metadata is flat on purpose: scalars, null and lists of scalars are what every backend can
+store and filter on (:mod:`indexplug.filters`); nothing nests deeper."""
+MAX_KEY_CHARS = 512
+"""Longest caller key (a document id of the caller's choosing)."""
+
+
+class MetadataList(list[MetadataScalar]):
+    """A list value in a passage's metadata: a ``list`` that cannot be changed (see
+    :class:`Metadata`, which makes every list it holds one of these)."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError("a passage's metadata is read-only: copy a list with list(value)")
+
+    __setitem__ = __delitem__ = append = extend = insert = pop = remove = _refuse
+    clear = sort = reverse = _refuse
+    __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(self))
+
+    def __reduce__(self) -> tuple[type[MetadataList], tuple[list[MetadataScalar]]]:
+        return (MetadataList, (list(self),))
+
+    def __copy__(self) -> MetadataList:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, object]) -> MetadataList:
+        return self
 
 
 class Metadata(dict[str, MetadataValue]):
@@ -62,7 +92,14 @@ class Metadata(dict[str, MetadataValue]):
         """``values`` as read-only metadata (itself when it already is)."""
         if type(values) is cls:
             return values
-        return cls(values) if values else EMPTY_METADATA
+        if not values:
+            return EMPTY_METADATA
+        return cls(
+            {
+                k: MetadataList(v) if isinstance(v, list) and type(v) is not MetadataList else v
+                for k, v in values.items()
+            }
+        )
 
     def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
         raise TypeError(
@@ -169,9 +206,11 @@ def passage_digest(
     start: int,
     end: int,
     metadata: Mapping[str, Any],
+    key: str | None = None,
 ) -> str:
     """The digest of a passage: SHA-256 of compact JSON with sorted keys of its id, its whole
-    source, its document checksum, its span and its metadata.
+    source, its document checksum, its span, its metadata and its caller key (when it has one:
+    a passage without a key has the digest it had before keys existed).
 
     The id already covers the text (and the uri and span), so the text is not hashed twice.
     JSON keeps a value's type (``1``, ``1.0``, ``true`` and ``"1"`` differ), so a metadata
@@ -185,6 +224,8 @@ def passage_digest(
         "end": int(end),
         "metadata": metadata,
     }
+    if key is not None:
+        record["key"] = key
     canonical = json.dumps(record, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -215,6 +256,10 @@ class Passage(BaseModel):
     digest: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     """:func:`passage_digest` of the passage, filled in when it is made; ``None`` only for a
     record read back from storage without one, which the guard refuses to serve."""
+    key: str | None = Field(default=None, min_length=1, max_length=MAX_KEY_CHARS)
+    """The caller's key: a document id of the caller's choosing, shared by the passages of one
+    document.  Adding passages under a key replaces that key's earlier passages at once
+    (backends that claim ``Capabilities.keys``); the id stays content-addressed."""
 
     @model_validator(mode="before")
     @classmethod
@@ -235,11 +280,14 @@ class Passage(BaseModel):
             raise ValueError("passage text is empty or only whitespace")
         if self.end < self.start:
             raise ValueError(f"span end {self.end} is before start {self.start}")
-        for key, value in self.metadata.items():
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ValueError(
-                    f"metadata value of {key!r} is not a finite number (JSON has none)"
-                )
+        for name, value in self.metadata.items():
+            for item in value if isinstance(value, list) else (value,):
+                if isinstance(item, float) and not math.isfinite(item):
+                    raise ValueError(
+                        f"metadata value of {name!r} is not a finite number (JSON has none)"
+                    )
+        if self.key is not None and "\x00" in self.key:
+            raise ValueError("the passage key contains a NUL character")
         if info.context is not _ID_COMPUTED and self.id != self.expected_id():
             raise ValueError("passage id does not match its content (text, uri, span)")
         if self.digest is None:
@@ -255,7 +303,13 @@ class Passage(BaseModel):
     def expected_digest(self) -> str:
         """Recompute the digest; differs from ``digest`` only if the passage was altered."""
         return passage_digest(
-            self.id, self.source, self.document_sha256, self.start, self.end, self.metadata
+            self.id,
+            self.source,
+            self.document_sha256,
+            self.start,
+            self.end,
+            self.metadata,
+            self.key,
         )
 
     def intact(self) -> bool:
@@ -274,6 +328,7 @@ class Passage(BaseModel):
         document_sha256: str | None = None,
         metadata: Mapping[str, MetadataValue] | None = None,
         digest: str | None = None,
+        key: str | None = None,
     ) -> Passage:
         """Rebuild a passage read back from storage *without* the id and digest checks.
 
@@ -294,6 +349,7 @@ class Passage(BaseModel):
                 "end": end,
                 "metadata": Metadata.of(metadata),
                 "digest": digest,
+                "key": key,
             },
         )
 
@@ -308,8 +364,10 @@ class Passage(BaseModel):
         source: Source | None = None,
         document_sha256: str | None = None,
         metadata: Mapping[str, MetadataValue] | None = None,
+        key: str | None = None,
     ) -> Passage:
-        """Make a passage, computing its id.  ``end`` defaults to ``start + len(text)``."""
+        """Make a passage, computing its id.  ``end`` defaults to ``start + len(text)``;
+        ``key`` is the caller's document id, if any (see :attr:`Passage.key`)."""
         src = source or Source(uri=uri)
         stop = start + len(text) if end is None else end
         fields: dict[str, object] = {
@@ -319,8 +377,14 @@ class Passage(BaseModel):
             "start": start,
             "end": stop,
             "metadata": Metadata.of(metadata),
+            "key": key,
         }
-        if not (type(text) is str and type(start) is int and type(stop) is int):
+        if not (
+            type(text) is str
+            and type(start) is int
+            and type(stop) is int
+            and (key is None or (type(key) is str and "\x00" not in key))
+        ):
             # let pydantic coerce or reject them; the id is then computed and checked from
             # the validated values (the slow way)
             return cls.model_validate(fields)
@@ -333,6 +397,7 @@ class Passage(BaseModel):
             start,
             stop,
             fields["metadata"],  # type: ignore[arg-type]
+            key,
         )
         return cls.model_validate(fields, context=_ID_COMPUTED)
 
@@ -346,6 +411,7 @@ def stored_passage(
     document_sha256: str | None,
     metadata: Mapping[str, MetadataValue] | None,
     digest: str | None,
+    key: str | None = None,
 ) -> Passage:
     """:meth:`Passage.from_stored`, positional, with ``source`` already a :class:`Source`."""
     return construct(
@@ -359,6 +425,7 @@ def stored_passage(
             "end": end,
             "metadata": Metadata.of(metadata),
             "digest": digest,
+            "key": key,
         },
     )
 
@@ -366,7 +433,7 @@ def stored_passage(
 def provenance_json(p: Passage) -> str:
     """Everything of a passage but its id and text, as one JSON object (keys as the passage's
     fields: ``source``, ``start``, ``end``, ``document_sha256`` when set, ``metadata``,
-    ``digest``).
+    ``digest``, and ``key`` when it has one).
 
     For backends whose records hold an id, a text and opaque strings (an Elasticsearch
     ``_source`` field, a Chroma metadata value): one string keeps every value's exact type and
@@ -382,6 +449,8 @@ def provenance_json(p: Passage) -> str:
         prov["document_sha256"] = p.document_sha256
     prov["metadata"] = p.metadata
     prov["digest"] = p.digest
+    if p.key is not None:
+        prov["key"] = p.key
     return json.dumps(prov, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -399,6 +468,7 @@ def passage_from_provenance(id: str, text: str, provenance: str) -> Passage:
         prov.get("document_sha256"),
         prov.get("metadata"),
         prov.get("digest"),
+        prov.get("key"),
     )
 
 

@@ -23,7 +23,15 @@ from indexplug.outcomes import ScoreScale
 from indexplug.passages import MetadataValue, Passage
 
 if TYPE_CHECKING:
-    from indexplug.outcomes import AddOutcome, RemoveOutcome, SearchOutcome, StatusOutcome
+    from indexplug.outcomes import (
+        AddOutcome,
+        GetOutcome,
+        IndexesOutcome,
+        RemoveOutcome,
+        ScanOutcome,
+        SearchOutcome,
+        StatusOutcome,
+    )
 
 Vector = NDArray[np.float32]
 
@@ -60,7 +68,27 @@ class Capabilities(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     filters: bool = False
-    """Equality filters on metadata in ``search(filters=...)``."""
+    """Equality filters on metadata in ``search(filters=...)``: the backend is given a
+    ``{key: scalar}`` map; every pair must hold, and a metadata list holds a value it
+    contains.  A filter with other operators is refused for such a backend unless it claims
+    them below."""
+    filter_operators: frozenset[str] = frozenset()
+    """The operators of :mod:`indexplug.filters` the backend serves natively (``$eq``, ``$in``,
+    ``$gt`` ..., and ``$and`` / ``$or`` / ``$not``); a backend that claims any is given the
+    parsed :data:`indexplug.filters.Filter` in ``search`` and ``scan``.  The guard refuses a
+    filter that uses an operator not claimed (``BAD_REQUEST``), and checks every hit and
+    scanned passage against the filter whatever the backend claims."""
+    get: bool = False
+    """``get(index, ids, *, keys, deadline)`` (:class:`Getter`) answers stored passages by id."""
+    scan: bool = False
+    """``scan(index, *, filters, after, limit, deadline)`` (:class:`Scanner`) pages through
+    every passage in id order."""
+    indexes: bool = False
+    """``indexes(*, deadline)`` (:class:`IndexLister`) lists the backend's indexes."""
+    keys: bool = False
+    """Passages may carry a caller key (:attr:`indexplug.passages.Passage.key`), and ``get``
+    and ``remove`` accept ``keys``: adding a passage whose key is held by other passages
+    replaces them (an upsert), atomically for each key."""
     deletion: bool = True
     persistence: bool = False
     """Everything survives closing and reopening the backend."""
@@ -156,7 +184,8 @@ class IndexBackend(Protocol):
 
 @runtime_checkable
 class Droppable(Protocol):
-    """Deletes a whole index (sensitive: the CLI, invoke and MCP gate it as they gate remove).
+    """Deletes a whole index (sensitive: the CLI, invoke and MCP gate it as they gate remove);
+    called through :meth:`indexplug.guard.Guard.drop`, which checks the index is gone after.
     Answers ``IndexStatus`` with ``exists=False``, or a failure."""
 
     def op_drop(self, index: str, *, deadline: Deadline) -> Any: ...
@@ -204,6 +233,43 @@ class NeighbourSource(Protocol):
     def op_neighbours(
         self, index: str, *, deadline: Deadline, passage_id: str, before: int, after: int
     ) -> Any: ...
+
+
+@runtime_checkable
+class Getter(Protocol):
+    """The stored passages with these ids, and those with these caller keys (a backend that
+    claims ``keys``).  Answers ``Got`` (the ids and keys not found listed, never an error),
+    ``IndexEmpty`` for an index that does not exist, or a failure."""
+
+    def get(
+        self, index: str, ids: Sequence[str], *, keys: Sequence[str], deadline: Deadline
+    ) -> GetOutcome: ...
+
+
+@runtime_checkable
+class Scanner(Protocol):
+    """One page of the index's passages in ascending id order, those with an id above
+    ``after`` (a cursor from the previous page) and, with ``filters``, only those that match.
+    ``next_after`` is the last id of the page when more may follow, None at the end.  Answers
+    ``Scanned``, ``IndexEmpty`` or a failure."""
+
+    def scan(
+        self,
+        index: str,
+        *,
+        filters: Any,
+        after: str | None,
+        limit: int,
+        deadline: Deadline,
+    ) -> ScanOutcome: ...
+
+
+@runtime_checkable
+class IndexLister(Protocol):
+    """The backend's indexes, with their passage counts where cheap.  Answers ``IndexList``
+    or a failure."""
+
+    def indexes(self, *, deadline: Deadline) -> IndexesOutcome: ...
 
 
 EXTENSION_OPS: dict[str, type] = {

@@ -152,7 +152,7 @@ class Steps:
                     wraps.append((owner, name, partial(self._timed, label)))
         for cls in {type(b) for b in backends}:
             wraps.append((cls, "search", partial(self._stamped, "op", end="op_end")))
-        wraps.append((Guard, "_call", partial(self._stamped, "call", end="call_end")))
+        wraps.append((Guard, "_run", partial(self._stamped, "call", end="call_end")))
         with patched(wraps):
             yield
 
