@@ -238,8 +238,8 @@ class NeighbourSource(Protocol):
 @runtime_checkable
 class Getter(Protocol):
     """The stored passages with these ids, and those with these caller keys (a backend that
-    claims ``keys``).  Answers ``Got`` (the ids and keys not found listed, never an error),
-    ``IndexEmpty`` for an index that does not exist, or a failure."""
+    claims ``keys``).  Answers ``Got`` (the ids and keys not found listed, never an error:
+    for an index that does not exist, every one of them) or a failure."""
 
     def get(
         self, index: str, ids: Sequence[str], *, keys: Sequence[str], deadline: Deadline
@@ -251,7 +251,7 @@ class Scanner(Protocol):
     """One page of the index's passages in ascending id order, those with an id above
     ``after`` (a cursor from the previous page) and, with ``filters``, only those that match.
     ``next_after`` is the last id of the page when more may follow, None at the end.  Answers
-    ``Scanned``, ``IndexEmpty`` or a failure."""
+    ``Scanned`` (an empty last page for an index that does not exist) or a failure."""
 
     def scan(
         self,
