@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from indexplug_bench.replay import EVICT_MB
-from indexplug_bench.startup import kept_section
+from indexplug_bench.sections import kept_sections
 from indexplug_bench.systems import SYSTEMS
 
 PARTS = ("quality", "scale", "embedding", "paired")
@@ -771,7 +771,6 @@ def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
         for name, why in results["skipped"].items():
             lines.append(f"| {name} | {why} |")
         lines.append("")
-    kept = kept_section(markdown)  # the CLI start-up section comes from its own command
-    if kept:
+    for kept in kept_sections(markdown):  # sections other commands measured and wrote
         lines += [kept, ""]
     markdown.write_text("\n".join(lines), "utf-8")
