@@ -48,8 +48,9 @@ NOT_AT_START = (
 )
 NOT_IN_HELP = tuple(n for n in NOT_AT_START if not n.startswith("rich."))
 """``--help`` is for a person: typer lays it out with rich, and loads nothing else here."""
-NOT_IN_SEARCH = (*HEAVY, "urllib.request")
-"""A search reads no URL: urllib.request (with http.client and email) is context expansion's."""
+NOT_IN_SEARCH = (*HEAVY, "urllib.request", "asyncio")
+"""A search reads no URL: urllib.request (with http.client and email) is context expansion's;
+and runs no event loop: asyncio is the coroutine API's (the MCP server's)."""
 NOT_IN_INVOKE = (*NOT_IN_SEARCH, "rich.console", "rich.table", "rich.progress")
 
 RUN = """

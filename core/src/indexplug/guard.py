@@ -23,7 +23,6 @@ passage without hashing again.  Only the guard fills it, from its own copies.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import math
 import threading
@@ -297,6 +296,8 @@ class Guard:
     ) -> RemoveOutcome:
         """:meth:`remove` as a coroutine."""
         deadline = Deadline.after(_write_deadline(deadline_s))
+        import asyncio  # here, not at the top: the CLI's start-up never needs it
+
         targets = await asyncio.to_thread(self._remove_targets, index, ids, keys, filters, deadline)
         found, missing_keys = targets
         if isinstance(found, _Outcome):
@@ -998,6 +999,8 @@ class Guard:
     async def _arun(self, plan: _Plan) -> Any:
         """:meth:`_run` for a coroutine: the event loop is never blocked.  A backend's own
         coroutine (``a<op>``) runs on the loop; any other call on the worker threads."""
+        import asyncio  # here, not at the top: the CLI's start-up never needs it
+
         if time.monotonic() < self._ready_until:
             ready = Readiness.yes()
         else:

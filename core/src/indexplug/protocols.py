@@ -14,8 +14,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
-from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict
 
 from indexplug.deadlines import Deadline
@@ -33,7 +31,25 @@ if TYPE_CHECKING:
         StatusOutcome,
     )
 
-Vector = NDArray[np.float32]
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    Vector = NDArray[np.float32]
+    """One embedding: a float32 array (a token-granularity embedder answers one row per
+    token)."""
+
+
+def __getattr__(name: str) -> Any:
+    # ``Vector`` needs numpy, which costs tens of milliseconds to import: made on first use,
+    # so that the CLI's start-up (which never embeds on a sparse backend) does not pay for it.
+    if name == "Vector":
+        import numpy as np
+        from numpy.typing import NDArray
+
+        globals()["Vector"] = vector = NDArray[np.float32]
+        return vector
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Readiness(BaseModel):
