@@ -4,6 +4,7 @@ launcher calls it before starting the server so a subprocess has them too."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 from indexplug import (
@@ -16,6 +17,8 @@ from indexplug import (
     ScoreScale,
     hookimpl,
 )
+from indexplug.filters import ALL_OPS, matches
+from indexplug.outcomes import Got, Hit, Indexed, IndexInfo, IndexList, Removed, Scanned, Searched
 from indexplug.plugins import get_registry
 
 SCALE = ScoreScale(name="test_scale")
@@ -72,10 +75,146 @@ class BrokenBackend(_Base):
         raise OSError("disk on fire")
 
 
+class StoreBackend(_Base):
+    """A complete in-memory backend with the data interface (get, scan, indexes, drop, keys,
+    every filter operator), for the transfer and surface tests.  Stores are process-wide, by
+    the ``store`` option, so two targets with one ``store`` see the same indexes; ``scale``
+    names its score scale (words shared with the query, higher is better); ``delay_s`` makes
+    each search sleep."""
+
+    name = "test-store"
+    STORES: dict[str, dict[str, dict[str, object]]] = {}
+    LOCK = threading.Lock()
+
+    def __init__(self, store="default", scale="test_store", delay_s=0.0, fail_after=None):
+        self.indexes_ = self.STORES.setdefault(store, {})
+        self.score_scale = ScoreScale(name=scale)
+        self.delay_s = float(delay_s)
+        self.fail_after = fail_after
+        """Fail every add once this many passages are stored in an index (to interrupt)."""
+        self.capabilities = Capabilities(
+            filters=True,
+            filter_operators=ALL_OPS,
+            get=True,
+            scan=True,
+            indexes=True,
+            keys=True,
+        )
+
+    def add(self, index, passages, *, max_bytes, deadline):
+        with self.LOCK:
+            ix = self.indexes_.setdefault(index, {})
+            if self.fail_after is not None and len(ix) >= self.fail_after:
+                raise OSError("simulated failure (fail_after)")
+            keys = {p.key for p in passages if p.key is not None}
+            ids = {p.id for p in passages}
+            gone = [i for i, p in ix.items() if p.key in keys and i not in ids]
+            for i in gone:
+                del ix[i]
+            new = [p.id for p in passages if p.id not in ix]
+            for p in passages:
+                ix[p.id] = p
+        out = Indexed.of_batch(
+            index=index, backend=self.name, ids=[p.id for p in passages], added_ids=new
+        )
+        return out.model_copy(update={"replaced": len(gone)})
+
+    def search(self, index, query, *, top_k, deadline, filters=None):
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        ix = self.indexes_.get(index, {})
+        if not ix:
+            return IndexEmpty(index=index)
+        words = set(query.lower().split())
+        scored = []
+        for p in sorted(ix.values(), key=lambda p: p.id):
+            if filters is not None and not matches(filters, p.metadata):
+                continue
+            score = len(words & set(p.text.lower().split()))
+            if score:
+                scored.append((score, p))
+        scored.sort(key=lambda sp: -sp[0])
+        if not scored:
+            return NoMatch(index=index, searched=len(ix))
+        hits = [
+            Hit(rank=n, score=float(s), score_scale=self.score_scale.name, passage=p)
+            for n, (s, p) in enumerate(scored[:top_k], 1)
+        ]
+        return Searched(
+            index=index, backend=self.name, hits=hits, searched=len(ix), scale=self.score_scale
+        )
+
+    def remove(self, index, ids, *, deadline):
+        with self.LOCK:
+            ix = self.indexes_.get(index, {})
+            there = [i for i in ids if i in ix]
+            for i in there:
+                del ix[i]
+        return Removed.of_batch(index=index, backend=self.name, ids=ids, removed_ids=there)
+
+    def status(self, index, *, deadline):
+        ix = self.indexes_.get(index)
+        return IndexStatus(
+            index=index, backend=self.name, exists=ix is not None, passages=len(ix or {})
+        )
+
+    def get(self, index, ids, *, keys, deadline):
+        ix = self.indexes_.get(index, {})
+        found = [ix[i] for i in ids if i in ix]
+        found += [p for p in ix.values() if p.key in set(keys) and p.id not in set(ids)]
+        seen_keys = {p.key for p in found}
+        return Got(
+            index=index,
+            backend=self.name,
+            passages=found,
+            missing_ids=[i for i in ids if i not in ix],
+            missing_keys=[k for k in keys if k not in seen_keys],
+        )
+
+    def scan(self, index, *, filters, after, limit, deadline):
+        ix = self.indexes_.get(index, {})
+        rows = [
+            p
+            for i, p in sorted(ix.items())
+            if (after is None or i > after) and (filters is None or matches(filters, p.metadata))
+        ]
+        page = rows[:limit]
+        more = len(rows) > limit
+        return Scanned(
+            index=index,
+            backend=self.name,
+            passages=page,
+            next_after=page[-1].id if more and page else None,
+        )
+
+    def indexes(self, *, deadline):
+        return IndexList(
+            index="",
+            backend=self.name,
+            indexes=[IndexInfo(name=n, passages=len(ix)) for n, ix in self.indexes_.items()],
+        )
+
+    def op_drop(self, index, *, deadline):
+        with self.LOCK:
+            self.indexes_.pop(index, None)
+        return IndexStatus(index=index, backend=self.name, exists=False, passages=0)
+
+
+def _store(ctx):
+    o = dict(ctx.options)
+    return StoreBackend(
+        store=str(o.get("store", "default")),
+        scale=str(o.get("scale", "test_store")),
+        delay_s=float(o.get("delay_s", 0.0)),
+        fail_after=o.get("fail_after"),
+    )
+
+
 class _Plugin:
     @hookimpl
     def indexplug_backends(self):
         return [
+            BackendSpec(name="test-store", factory=_store),
             BackendSpec(name="test-down", factory=lambda ctx: DownBackend()),
             BackendSpec(name="test-slow", factory=lambda ctx: SlowBackend()),
             BackendSpec(name="test-broken", factory=lambda ctx: BrokenBackend()),
