@@ -12,6 +12,7 @@ from indexplug.testing import (
     BackendFactory,
     ConcurrentWritersConformance,
     DeletionConformance,
+    FiltersConformance,
     MultiprocessWritersConformance,
     PersistenceConformance,
     SeparateRecordsConformance,
@@ -24,6 +25,7 @@ OPTIONS = {"engine": "native", "embedder": "hashing:default"}
 class TestColbertNativeConformance(
     BackendConformance,
     DeletionConformance,
+    FiltersConformance,
     PersistenceConformance,
     ConcurrentWritersConformance,
     MultiprocessWritersConformance,

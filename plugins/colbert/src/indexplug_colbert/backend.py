@@ -17,6 +17,11 @@ rules an engine should not have to get right again:
 * **deadlines**: checked before each stage (embedding, candidate generation, exact scoring,
   staging, commit); running past one answers ``IndexTimeout`` and commits nothing.
 * **one writer at a time** per index (:mod:`.locking`); readers never wait.
+* **the data interface** (both engines): ``get`` by id or caller key, ``scan`` in id order
+  with a cursor, ``indexes`` with counts, ``op_drop``; every filter operator of
+  :mod:`indexplug.filters`, evaluated with :func:`indexplug.filters.matches` itself over the
+  stored metadata (so exact by construction) before ranking; caller keys with an upsert the
+  engine commits in the same write as the new passages (no reader sees both or neither).
 """
 
 from __future__ import annotations
@@ -30,15 +35,22 @@ from typing import Any, TypeVar
 
 from indexplug.budget import effective_max_bytes, over_budget
 from indexplug.deadlines import Deadline
+from indexplug.errors import InvalidRequest
+from indexplug.filters import ALL_OPS, Filter, parse_filter
 from indexplug.names import validate_index_name
 from indexplug.outcomes import (
     AddOutcome,
     BadRequest,
     Degradation,
+    GetOutcome,
+    Got,
     Hit,
     Indexed,
     IndexEmpty,
+    IndexesOutcome,
     IndexFailed,
+    IndexInfo,
+    IndexList,
     IndexStatus,
     IndexTimeout,
     IndexUnavailable,
@@ -46,15 +58,17 @@ from indexplug.outcomes import (
     OverBudget,
     Removed,
     RemoveOutcome,
+    Scanned,
+    ScanOutcome,
     ScoreScale,
     Searched,
     SearchOutcome,
     StatusOutcome,
 )
-from indexplug.passages import MetadataValue, Passage
+from indexplug.passages import Passage
 from indexplug.protocols import Capabilities, Embedder, Readiness
 
-from indexplug_colbert.engines import load_engine
+from indexplug_colbert.engines import ENGINES, live_count, load_engine
 from indexplug_colbert.engines.base import (
     DeadlineExceeded,
     EmbedderUnavailable,
@@ -112,7 +126,14 @@ class ColbertBackend:
     description = DESCRIPTION
     score_scale = SCALE
     capabilities = Capabilities(
-        filters=False,
+        filters=True,
+        # filters are evaluated by indexplug.filters.matches itself over each passage's
+        # stored metadata (both engines), so every operator is served exactly
+        filter_operators=ALL_OPS,
+        get=True,
+        scan=True,
+        indexes=True,
+        keys=True,
         deletion=True,
         persistence=True,
         concurrent_writers=True,
@@ -287,16 +308,19 @@ class ColbertBackend:
         self, t: _Target, passages: Sequence[Passage], requested: int | None, deadline: Deadline
     ) -> AddOutcome:
         ids = [p.id for p in passages]
+        keys = {p.key for p in passages if p.key is not None}
         # Embed outside the lock (the slow part), skipping what is already stored.
         before = t.index.known(ids) if t.facts is not None else set()
         todo = [p for p in passages if p.id not in before]
-        prepared = t.index.prepare(todo, deadline) if todo else None
+        # a keyed batch is staged even when nothing in it is new: it may replace passages
+        prepared = t.index.prepare(todo, deadline) if todo or keys else None
         check_deadline(deadline, "waiting for the write lock")
         with self._write_lock(t.name, deadline):
             t = self._target(t.name)  # another writer may have created or changed it
             facts = t.facts
             budget = effective_max_bytes(facts.max_bytes if facts else None, requested)
             added: list[str] = []
+            replaced: list[str] = []
             size = t.index.size_bytes() + _facts_size(t.folder)
             if prepared is not None:
                 new_facts = self._facts_after(t, requested)
@@ -308,9 +332,10 @@ class ColbertBackend:
                 if refused is not None:
                     return refused
                 check_deadline(deadline, "staging the write")
-                added, pending = t.index.stage_add(prepared, deadline)
+                staged = t.index.stage_add(prepared, deadline, keys=keys, keep=ids)
+                added, replaced, pending = staged.added, staged.replaced, staged.pending
                 try:
-                    if added:
+                    if added or replaced:
                         size = pending.bytes_after(extra)
                         refused = over_budget(
                             t.name, self.name, needed=size, max_bytes=budget, check="measured"
@@ -327,7 +352,7 @@ class ColbertBackend:
                 except BaseException:
                     pending.abort()
                     raise
-        return Indexed.of_batch(
+        out = Indexed.of_batch(
             index=t.name,
             backend=self.name,
             ids=ids,
@@ -335,6 +360,7 @@ class ColbertBackend:
             bytes_used=size,
             max_bytes=budget,
         )
+        return out.model_copy(update={"replaced": len(replaced)}) if replaced else out
 
     def _facts_after(self, t: _Target, requested: int | None) -> IndexFacts | None:
         """``index.json`` to write with this add: the first write's facts, or the budget of a
@@ -358,12 +384,16 @@ class ColbertBackend:
         *,
         top_k: int,
         deadline: Deadline,
-        filters: Mapping[str, MetadataValue] | None = None,
+        filters: Filter | Mapping[str, Any] | None = None,
     ) -> SearchOutcome:
+        """The ``top_k`` best passages among those that pass ``filters`` (a parsed filter,
+        or its JSON when called without the guard): filtered before ranking."""
+        parsed = parse_filter(filters)  # as given by the guard; a bad one raises InvalidRequest
+
         def body(t: _Target) -> SearchOutcome:
             if t.facts is None:
                 return IndexEmpty(index=index, backend=self.name)
-            ranked = t.index.search(query, top_k, deadline)
+            ranked = t.index.search(query, top_k, deadline, parsed)
             return self._ranked(t, ranked)
 
         return self._run(index, deadline, body)
@@ -404,6 +434,96 @@ class ColbertBackend:
             return Removed.of_batch(index=index, backend=self.name, ids=ids, removed_ids=removed)
 
         return self._run(index, deadline, body)
+
+    def get(
+        self, index: str, ids: Sequence[str], *, keys: Sequence[str] = (), deadline: Deadline
+    ) -> GetOutcome:
+        """The live passages with these ids and those of these caller keys, in the order
+        asked (each once); what is not there is listed as missing, never an error."""
+        if not self._exists(index):
+            return Got(
+                index=index, backend=self.name, missing_ids=list(ids), missing_keys=list(keys)
+            )
+
+        def body(t: _Target) -> Got:
+            check_deadline(deadline, "reading the passages")
+            found = t.index.stored(ids)
+            by_key = t.index.of_keys(keys) if keys else {}
+            out: dict[str, Passage] = {i: found[i] for i in ids if i in found}
+            for key in keys:
+                for p in by_key.get(key, ()):
+                    out.setdefault(p.id, p)
+            return Got(
+                index=index,
+                backend=self.name,
+                passages=list(out.values()),
+                missing_ids=[i for i in ids if i not in out],
+                missing_keys=[k for k in keys if k not in by_key],
+            )
+
+        return self._run(index, deadline, body)
+
+    def scan(
+        self,
+        index: str,
+        *,
+        filters: Filter | Mapping[str, Any] | None = None,
+        after: str | None = None,
+        limit: int,
+        deadline: Deadline,
+    ) -> ScanOutcome:
+        """Up to ``limit`` live passages with an id above ``after`` that pass ``filters``, in
+        ascending id order; ``next_after`` is the page's last id when more may follow."""
+        parsed = parse_filter(filters)  # as given by the guard; a bad one raises InvalidRequest
+        if not self._exists(index):
+            return Scanned(index=index, backend=self.name)
+
+        def body(t: _Target) -> Scanned:
+            page, more = t.index.scan(after, limit, parsed, deadline)
+            cursor = page[-1].id if more and page else None
+            return Scanned(index=index, backend=self.name, passages=page, next_after=cursor)
+
+        return self._run(index, deadline, body)
+
+    def indexes(self, *, deadline: Deadline) -> IndexesOutcome:
+        """Every index under the backend's home (a folder with an ``index.json``), with its
+        live passages counted from the engine's own commit record (no embedder loaded)."""
+        found: list[IndexInfo] = []
+        try:
+            entries = sorted(self.home.iterdir()) if self.home.is_dir() else []
+            for entry in entries:
+                check_deadline(deadline, "listing the indexes")
+                try:
+                    name = validate_index_name(entry.name)
+                except InvalidRequest:
+                    continue  # the locks folder, or something not ours
+                facts = IndexFacts.read(entry)
+                if facts is None:
+                    continue
+                if facts.engine not in ENGINES:
+                    raise IncompatibleIndex(
+                        f"index '{name}' was built by an unknown engine {facts.engine!r}"
+                    )
+                found.append(IndexInfo(name=name, passages=live_count(facts.engine, entry)))
+        except DeadlineExceeded as exc:
+            return IndexTimeout(
+                index="", backend=self.name, deadline_s=deadline.seconds, reason=str(exc)
+            )
+        except (IncompatibleIndex, ValueError) as exc:
+            return IndexFailed(
+                index="", backend=self.name, reason=str(exc), error_type="IncompatibleIndex"
+            )
+        except OSError as exc:
+            return IndexFailed(
+                index="",
+                backend=self.name,
+                reason=f"storage error: {type(exc).__name__}: {exc}",
+                error_type=type(exc).__name__,
+            )
+        return IndexList(index="", backend=self.name, indexes=found)
+
+    def _exists(self, index: str) -> bool:
+        return (self.folder(index) / SETTINGS_FILE).is_file()
 
     def status(self, index: str, *, deadline: Deadline) -> StatusOutcome:
         return self._run(index, deadline, self._status)
@@ -546,8 +666,11 @@ class ColbertBackend:
 
         return self._run(index, deadline, body)
 
-    def op_drop(self, index: str, *, deadline: Deadline) -> IndexStatus | IndexTimeout:
-        """Delete the index folder entirely (a sensitive op: the CLI and invoke gate it)."""
+    def op_drop(
+        self, index: str, *, deadline: Deadline
+    ) -> IndexStatus | IndexTimeout | IndexFailed:
+        """Delete the index folder entirely (a sensitive op: the CLI and invoke gate it).
+        Dropping an index that does not exist answers the same: it does not exist."""
         folder = self.folder(index)
         try:
             with self._write_lock(index, deadline):
@@ -556,11 +679,23 @@ class ColbertBackend:
                     closing = [self._open.pop(k) for k in stale]
                 for idx in closing:
                     idx.close()
+                # index.json first: a drop cut short leaves no half index that still reads
+                # as one (the rest is swept by the rmtree, or by the next drop)
+                (folder / SETTINGS_FILE).unlink(missing_ok=True)
                 shutil.rmtree(folder, ignore_errors=True)
         except DeadlineExceeded as exc:
             return IndexTimeout(
                 index=index, backend=self.name, deadline_s=deadline.seconds, reason=str(exc)
             )
+        except OSError as exc:
+            return IndexFailed(
+                index=index,
+                backend=self.name,
+                reason=f"storage error: {type(exc).__name__}: {exc}",
+                error_type=type(exc).__name__,
+            )
+        if self._exists(index):
+            return IndexFailed(index=index, backend=self.name, reason="the index survived its drop")
         return IndexStatus(index=index, backend=self.name, exists=False, passages=0)
 
     # -- conformance-kit hooks -----------------------------------------------------------

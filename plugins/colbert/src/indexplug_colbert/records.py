@@ -12,7 +12,8 @@ silently left out.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from indexplug.passages import Passage, Source
@@ -47,7 +48,36 @@ def from_record(raw: bytes | None, passage_id: str | None = None) -> Passage:
         document_sha256=data.get("document_sha256"),
         metadata=data.get("metadata") or None,
         digest=data.get("digest"),
+        key=data.get("key"),
     )
+
+
+@dataclass(frozen=True)
+class Facets:
+    """What filters and caller keys read of a segment's or generation's records: each
+    passage's key and metadata, in storage order, and the passages of each key."""
+
+    keys: list[str | None]
+    metadata: list[Mapping[str, Any]]
+    by_key: dict[str, list[int]]
+
+
+def facets(raws: Iterable[tuple[str, bytes]]) -> Facets:
+    """The :class:`Facets` of ``(id, record)`` pairs; :class:`RecordLost` for a record that
+    is gone (an empty line), as a hit would be."""
+    keys: list[str | None] = []
+    metadata: list[Mapping[str, Any]] = []
+    by_key: dict[str, list[int]] = {}
+    for n, (pid, raw) in enumerate(raws):
+        if not raw.strip():
+            raise RecordLost(pid)
+        data = json.loads(raw)
+        key = data.get("key")
+        keys.append(key)
+        metadata.append(data.get("metadata") or {})
+        if key is not None:
+            by_key.setdefault(key, []).append(n)
+    return Facets(keys, metadata, by_key)
 
 
 def altered(raw: bytes, changes: Mapping[str, Any]) -> bytes:

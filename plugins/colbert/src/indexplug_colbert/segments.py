@@ -38,6 +38,7 @@ from indexplug_colbert.candidates import (
 )
 from indexplug_colbert.codec import Block, DequantizedRows
 from indexplug_colbert.manifest import SegmentMeta, StoreError
+from indexplug_colbert.records import Facets, facets
 
 ID_DTYPE = "S64"
 NPY_HEADER = 128
@@ -245,8 +246,34 @@ class Segment:
                 doc_offsets=np.load(path / "doc_code_offsets.npy"),
                 doc_codes=np.load(path / "doc_codes.npy", mmap_mode="r"),
             )
+        self._facets: Facets | None = None
         # Keep the passages file open: a compaction may unlink it while a snapshot is in use.
         self._fd = os.open(path / "passages.jsonl", os.O_RDONLY)
+
+    def facets(self) -> Facets:
+        """Each passage's caller key and metadata (what filters and keys read), parsed from
+        the records once: a committed segment never changes (the kit's hooks that edit one
+        make the store open it afresh)."""
+        cached = self._facets
+        if cached is None:
+            blob = os.pread(self._fd, int(self.records[-1]), 0)
+            offs = self.records.tolist()
+            cached = facets(
+                (self.ids[i].decode("ascii", "replace"), blob[offs[i] : offs[i + 1]])
+                for i in range(len(self.ids))
+            )
+            self._facets = cached
+        return cached
+
+    def after(self, after: str | None) -> NDArray[np.int64]:
+        """Local numbers of the passages whose id is above ``after``, in ascending id order."""
+        if after is None:
+            return self._id_order.astype(np.int64)
+        raw = after.encode("utf-8")
+        # ids are ASCII hex, so byte order is string order; a longer cursor sorts right after
+        # its first 64 bytes, which no id (at most 64 bytes) passes but by being larger
+        start = int(np.searchsorted(self._sorted_ids, np.bytes_(raw[:64]), side="right"))
+        return self._id_order[start:].astype(np.int64)
 
     def block(self, doc: int) -> Block:
         """Passage ``doc``'s token vectors, views into the memory maps."""

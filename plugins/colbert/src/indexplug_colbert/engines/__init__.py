@@ -9,9 +9,11 @@ libraries not installed) is reported as *not ready, because ...* instead of brea
   ``RagatouilleEngine``.
 
 An engine module exposes one class taking ``(settings, embedder_factory)`` and a module-level
-``OPTIONS`` (the settings it understands); see :mod:`indexplug_colbert.engines.base` for the
-contract.  It must import its heavy libraries lazily (in ``readiness()`` or ``open()``), so that
-importing the module is cheap and a missing library is a not-ready reason, not an import error.
+``OPTIONS`` (the settings it understands) and ``live_count(folder)`` (the live passages its
+data in ``folder`` holds, for the ``indexes`` op); see :mod:`indexplug_colbert.engines.base`
+for the contract.  It must import its heavy libraries lazily (in ``readiness()`` or ``open()``),
+so that importing the module is cheap and a missing library is a not-ready reason, not an
+import error.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from indexplug.protocols import Embedder
@@ -68,6 +71,16 @@ def load_engine(
         raise EngineNotInstalled(f"{entry.module} has no engine class {entry.cls}")
     engine: Engine = cls(dict(settings), embedder_factory)
     return engine
+
+
+def live_count(name: str, folder: Path) -> int:
+    """The live passages of the index in ``folder`` built by engine ``name``, read from the
+    engine's own commit record by its module-level ``live_count(engine_folder)`` (cheap: no
+    heavy library, no embedder, no segment opened)."""
+    entry = ENGINES[name]
+    module = importlib.import_module(entry.module)
+    count: Callable[[Path], int] = module.live_count
+    return count(folder / name)
 
 
 def engine_options(name: str) -> frozenset[str]:

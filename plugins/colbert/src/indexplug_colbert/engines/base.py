@@ -12,12 +12,13 @@ visible and reports the *measured* size; the backend then commits or aborts the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from indexplug.deadlines import Deadline
+from indexplug.filters import Filter
 from indexplug.passages import Passage
 from indexplug.protocols import Readiness
 
@@ -72,6 +73,16 @@ class PendingWrite(Protocol):
 
 
 @dataclass(frozen=True)
+class Staged:
+    """What :meth:`EngineIndex.stage_add` staged: the ids added, the ids of the earlier
+    passages of the batch's caller keys it removes (in the same write), and the write."""
+
+    added: list[str]
+    replaced: list[str]
+    pending: PendingWrite
+
+
+@dataclass(frozen=True)
 class Ranked:
     """Search results before they become an outcome: ``(passage, score)`` best first."""
 
@@ -113,9 +124,18 @@ class EngineIndex(Protocol):
 
     def prepare(self, passages: Sequence[Passage], deadline: Deadline) -> Prepared: ...
 
-    def stage_add(self, prepared: Prepared, deadline: Deadline) -> tuple[list[str], PendingWrite]:
+    def stage_add(
+        self,
+        prepared: Prepared,
+        deadline: Deadline,
+        *,
+        keys: Collection[str] = (),
+        keep: Collection[str] = (),
+    ) -> Staged:
         """Stage the prepared passages that are still new (another writer may have added some
-        since ``prepare``); returns the ids staged and the pending write."""
+        since ``prepare``) and, in the same write, the removal of every stored passage of
+        ``keys`` whose id is not in ``keep`` (the batch): an upsert by caller key that no
+        reader sees half done."""
         ...
 
     def stage_remove(
@@ -124,7 +144,28 @@ class EngineIndex(Protocol):
 
     def stage_rebuild(self, deadline: Deadline) -> PendingWrite | None: ...
 
-    def search(self, query: str, top_k: int, deadline: Deadline) -> Ranked: ...
+    def search(
+        self, query: str, top_k: int, deadline: Deadline, filters: Filter | None = None
+    ) -> Ranked:
+        """The best ``top_k`` passages for ``query`` among those that pass ``filters``
+        (:func:`indexplug.filters.matches` over the stored metadata, applied before ranking,
+        so up to ``top_k`` passing passages come back whatever fails it)."""
+        ...
+
+    def stored(self, ids: Sequence[str]) -> dict[str, Passage]:
+        """The live passages with these ids."""
+        ...
+
+    def of_keys(self, keys: Sequence[str]) -> dict[str, list[Passage]]:
+        """The live passages of each caller key that has any."""
+        ...
+
+    def scan(
+        self, after: str | None, limit: int, filters: Filter | None, deadline: Deadline
+    ) -> tuple[list[Passage], bool]:
+        """Up to ``limit`` live passages with an id above ``after`` that pass ``filters``, in
+        ascending id order, and whether more may follow."""
+        ...
 
     def rerank(self, query: str, passages: Sequence[Passage], deadline: Deadline) -> Ranked: ...
 

@@ -21,13 +21,14 @@ and every live passage is scored exactly (the same arithmetic, so results agree)
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from indexplug.deadlines import Deadline
 from indexplug.embedcache import EmbeddingCache, cache_for, embed_passages
+from indexplug.filters import Filter, matches
 from indexplug.passages import Passage
 from indexplug.protocols import Embedder, Granularity, Readiness
 
@@ -42,17 +43,19 @@ from indexplug_colbert.engines.base import (
     PendingWrite,
     Prepared,
     Ranked,
+    Staged,
     TokenMatchData,
     check_deadline,
 )
 from indexplug_colbert.engines.native_settings import OPTIONS, NativeSettings
+from indexplug_colbert.manifest import MANIFEST, Manifest
 from indexplug_colbert.maxsim import EMPTY_SCORE, as_query, maxsim_blocks, token_matches, top_k
 from indexplug_colbert.records import RecordLost, altered, from_record, to_record
 from indexplug_colbert.segments import PassageData, Segment, projected_bytes
-from indexplug_colbert.store import Snapshot, Store
+from indexplug_colbert.store import SegmentView, Snapshot, Store
 from indexplug_colbert.transaction import Transaction
 
-__all__ = ["OPTIONS", "NativeEngine", "NativeIndex", "NativeSettings"]
+__all__ = ["OPTIONS", "NativeEngine", "NativeIndex", "NativeSettings", "live_count"]
 
 DEFAULT_EMBEDDER = "hashing:default"
 EMBED_BATCH = 64
@@ -61,6 +64,18 @@ transformer embedder batches well."""
 EXHAUSTIVE_SHARE = 0.25
 """Score everything exactly when the pool asks for this share of the index: candidate
 generation would save little and could return fewer than ``top_k``."""
+SCAN_CHECK = 1024
+"""Passages a scan reads between two deadline checks."""
+
+
+def live_count(folder: Path) -> int:
+    """The live passages of the native index whose engine data is in ``folder``, from its
+    manifest alone (no embedder, no segment opened); 0 when it has none yet."""
+    try:
+        raw = (folder / MANIFEST).read_bytes()
+    except FileNotFoundError:
+        return 0
+    return Manifest.from_bytes(raw).live
 
 
 class NativeEngine:
@@ -172,12 +187,14 @@ class NativeIndex:
         q = self.embedder.embed_query(query, Granularity.TOKEN)
         return as_query(_checked(q, self.dim, "the query"))
 
-    def _pool(self, snap: Snapshot, q: np.ndarray, k: int) -> np.ndarray:
+    def _pool(self, snap: Snapshot, q: np.ndarray, k: int, live: int) -> np.ndarray:
+        """The passages to score exactly: every one of the ``live`` passages ``snap`` shows,
+        or candidates, and every one again when candidates come short of ``top_k``."""
         pool = max(self.settings.candidates, k)
-        if self.settings.exhaustive or pool >= EXHAUSTIVE_SHARE * snap.live:
+        if self.settings.exhaustive or pool >= EXHAUSTIVE_SHARE * live:
             return stages.all_live(snap)
         cfg = self.settings
-        return stages.candidates(
+        pairs = stages.candidates(
             snap,
             q,
             nprobe=cfg.nprobe,
@@ -185,8 +202,26 @@ class NativeIndex:
             pool=pool,
             pooled_weight=cfg.pooled_weight,
         )
+        return pairs if len(pairs) >= min(k, live) else stages.all_live(snap)
 
-    def search(self, query: str, k: int, deadline: Deadline) -> Ranked:
+    def _passing(self, snap: Snapshot, f: Filter, deadline: Deadline) -> tuple[Snapshot, int]:
+        """``snap`` showing only the live passages that pass ``f`` (their masks narrowed, so
+        candidate generation and exact scoring never see the others), and how many there are."""
+        views: list[SegmentView] = []
+        total = 0
+        for view in snap.views:
+            check_deadline(deadline, "filtering")
+            metadata = view.segment.facets().metadata
+            keep = np.zeros(view.docs, dtype=bool)
+            for d in view.live_docs().tolist():
+                keep[d] = matches(f, metadata[d])
+            total += int(keep.sum())
+            views.append(SegmentView(view.segment, view.docs, keep))
+        return Snapshot(snap.manifest, views, snap.centroids), total
+
+    def search(
+        self, query: str, k: int, deadline: Deadline, filters: Filter | None = None
+    ) -> Ranked:
         check_deadline(deadline, "opening the index")
         snap = self._snapshot()
         if snap.live == 0:
@@ -195,10 +230,15 @@ class NativeIndex:
         q = self._query(query)
         if len(q) == 0:
             return Ranked(hits=[], searched=snap.live, query_tokens=0)
+        shown, live = snap, snap.live
+        if filters is not None:
+            shown, live = self._passing(snap, filters, deadline)
+            if live == 0:
+                return Ranked(hits=[], searched=snap.live, query_tokens=len(q))
         check_deadline(deadline, "generating candidates")
-        pairs = self._pool(snap, q, k)
+        pairs = self._pool(shown, q, k, live)
         check_deadline(deadline, "exact MaxSim")
-        scores = stages.exact(snap, q, pairs, lambda st: check_deadline(deadline, st))
+        scores = stages.exact(shown, q, pairs, lambda st: check_deadline(deadline, st))
         best = top_k(scores, k)
         check_deadline(deadline, "reading the hits")
         hits = [
@@ -207,11 +247,56 @@ class NativeIndex:
         ]
         return Ranked(hits=hits, searched=snap.live, query_tokens=len(q))
 
+    def stored(self, ids: Sequence[str]) -> dict[str, Passage]:
+        snap = self._snapshot()
+        return {i: _passage(snap.views[s].segment, d) for i, (s, d) in snap.find(ids).items()}
+
+    def of_keys(self, keys: Sequence[str]) -> dict[str, list[Passage]]:
+        snap = self._snapshot()
+        out: dict[str, list[Passage]] = {}
+        for key, places in _keyed(snap, keys).items():
+            out[key] = [_passage(snap.views[s].segment, d) for s, d in places]
+        return out
+
+    def scan(
+        self, after: str | None, limit: int, filters: Filter | None, deadline: Deadline
+    ) -> tuple[list[Passage], bool]:
+        snap = self._snapshot()
+        ids: list[np.ndarray] = []
+        where: list[np.ndarray] = []
+        for s, view in enumerate(snap.views):
+            docs = view.segment.after(after)
+            if view.alive is not None:
+                docs = docs[view.alive[docs]]
+            ids.append(view.segment.ids[docs])
+            where.append(np.stack([np.full(len(docs), s, dtype=np.int64), docs], axis=1))
+        if not ids:
+            return [], False
+        every, places = np.concatenate(ids), np.concatenate(where)
+        order = np.argsort(every, kind="stable")
+        page: list[Passage] = []
+        last = b""
+        for n, j in enumerate(order.tolist()):
+            if n % SCAN_CHECK == 0:
+                check_deadline(deadline, "scanning")
+            pid = bytes(every[j])
+            if pid == last:
+                continue  # one id live twice: served once
+            last = pid
+            s, d = int(places[j, 0]), int(places[j, 1])
+            seg = snap.views[s].segment
+            if filters is not None and not matches(filters, seg.facets().metadata[d]):
+                continue
+            if len(page) == limit:
+                return page, True
+            page.append(_passage(seg, d))
+        return page, False
+
     def candidate_ids(self, query: str, k: int) -> list[str]:
         """The ids a search for ``query`` would score exactly (to measure the recall of
         candidate generation: ``bench/exhaustive_recall.py``)."""
         snap = self._snapshot()
-        pairs = self._pool(snap, self._query(query), k)
+        pairs = self._pool(snap, self._query(query), k, snap.live)
         return [snap.views[int(s)].segment.ids[int(d)].decode("ascii") for s, d in pairs]
 
     def _embed(self, passages: Sequence[Passage], deadline: Deadline) -> list[Block]:
@@ -312,15 +397,38 @@ class NativeIndex:
             size += 128 + codebook_size(tokens, cfg.per_sqrt) * self.dim * 4
         return size
 
-    def stage_add(self, prepared: Prepared, deadline: Deadline) -> tuple[list[str], PendingWrite]:
+    def stage_add(
+        self,
+        prepared: Prepared,
+        deadline: Deadline,
+        *,
+        keys: Collection[str] = (),
+        keep: Collection[str] = (),
+    ) -> Staged:
+        """The new passages as a segment and the replaced ones as tombstones, in one
+        transaction: the manifest that commits it shows both changes or neither.  The
+        tombstones are marked first, so a merge this write makes drops those passages."""
         txn = Transaction(self.store)
         try:
             known = txn.base.find([p.id for p in prepared.passages])
             new: list[PassageData] = [d for d in prepared.payload if d.id not in known]
+            kept = set(keep) | {d.id for d in new}
+            stale: dict[int, list[int]] = {}
+            replaced: list[str] = []
+            if keys:
+                check_deadline(deadline, "finding the keys' earlier passages")
+                for places in _keyed(txn.base, sorted(set(keys))).values():
+                    for s, d in places:
+                        pid = txn.base.views[s].segment.ids[d].decode("ascii")
+                        if pid not in kept:
+                            stale.setdefault(s, []).append(d)
+                            replaced.append(pid)
+            for s, docs in stale.items():
+                txn.tombstone(s, docs)
             if new:
                 check_deadline(deadline, "writing the segment")
                 self._add(txn, new, deadline)
-            return [d.id for d in new], _Pending(txn)
+            return Staged([d.id for d in new], replaced, _Pending(txn))
         except BaseException:
             txn.abort()
             raise
@@ -448,6 +556,20 @@ class NativeIndex:
 
     def close(self) -> None:
         self.store.close()
+
+
+def _keyed(snap: Snapshot, keys: Sequence[str]) -> dict[str, list[tuple[int, int]]]:
+    """``key -> [(segment position, local number), ...]`` of the live passages of ``keys``."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    if not keys:
+        return out
+    for s, view in enumerate(snap.views):
+        by_key = view.segment.facets().by_key
+        for key in keys:
+            for d in by_key.get(key, ()):
+                if view.is_alive(d):
+                    out.setdefault(key, []).append((s, d))
+    return out
 
 
 def _passage(segment: Segment, doc: int) -> Passage:
