@@ -327,6 +327,17 @@ def test_more_nodes_than_the_limit_are_refused() -> None:
     refused({"$and": [{"n": i} for i in range(100_000)]})
 
 
+def test_the_node_limit_counts_the_nodes_of_the_parsed_filter() -> None:
+    # MAX_FILTER_NODES bounds the parsed tree (what a backend translates), whatever the JSON
+    # spelling: an $or of MAX - 1 conditions is MAX nodes and is served
+    at_limit = parse({"$or": [{"n": i} for i in range(MAX_FILTER_NODES - 1)]})
+    assert len(list(walk(at_limit))) == MAX_FILTER_NODES
+    keys = parse({f"k{i}": i for i in range(MAX_FILTER_NODES - 1)})
+    assert len(list(walk(keys))) == MAX_FILTER_NODES
+    ops = parse({"$and": [{"n": {"$gt": i, "$lt": i + 9}} for i in range(MAX_FILTER_NODES // 3)]})
+    assert len(list(walk(ops))) == 1 + 3 * (MAX_FILTER_NODES // 3)
+
+
 # -- equality_map and to_json ------------------------------------------------------------------
 
 
@@ -340,6 +351,12 @@ def test_equality_map_of_equalities() -> None:
     assert equality_map(parse({"$and": [{"a": 1}, {"b": "x"}]})) == {"a": 1, "b": "x"}
     same = equality_map(parse({"$and": [{"a": 1}, {"a": 1.0}]}))
     assert same is not None and same["a"] == 1
+
+
+def test_equality_map_of_nested_ands() -> None:
+    # equalities joined by $and, however the $and is spelt, are what filters=True serves
+    nested = parse({"$and": [{"a": 1, "b": 2}, {"$and": [{"c": "x"}]}]})
+    assert equality_map(nested) == {"a": 1, "b": 2, "c": "x"}
 
 
 @pytest.mark.parametrize(

@@ -120,46 +120,65 @@ def _field_name(name: Any) -> str:
     return name
 
 
+def _is_ops(spec: Any) -> bool:
+    """Whether a field's spec is an object of operators (``{"$gt": 1}``), not a value."""
+    return isinstance(spec, Mapping) and bool(spec) and all(str(k).startswith("$") for k in spec)
+
+
 class _Parser:
+    """Builds the tree, counting its nodes and levels as it goes (so the limits bound the
+    parsed :data:`Filter`, the thing a backend translates, and a huge or deep input is refused
+    before it is walked)."""
+
     def __init__(self) -> None:
         self.nodes = 0
 
-    def count(self, depth: int) -> None:
+    def count(self, level: int) -> None:
+        """One more node of the tree, at ``level`` (the root is level 1)."""
         self.nodes += 1
         if self.nodes > MAX_FILTER_NODES:
-            raise _bad(f"a filter may have at most {MAX_FILTER_NODES} conditions")
-        if depth > MAX_FILTER_DEPTH:
+            raise _bad(
+                f"a filter may have at most {MAX_FILTER_NODES} nodes (conditions and $and/$or/$not)"
+            )
+        if level > MAX_FILTER_DEPTH:
             raise _bad(f"a filter may nest at most {MAX_FILTER_DEPTH} levels")
 
-    def expr(self, obj: Any, depth: int) -> Filter:
-        self.count(depth)
+    def expr(self, obj: Any, level: int) -> Filter:
         if not isinstance(obj, Mapping) or not obj:
             raise _bad("a filter is a non-empty JSON object")
+        if level > MAX_FILTER_DEPTH:
+            raise _bad(f"a filter may nest at most {MAX_FILTER_DEPTH} levels")
+        width = sum(len(v) if k not in LOGICAL_OPS and _is_ops(v) else 1 for k, v in obj.items())
+        if width > 1:  # several parts: the object is an $and of them, one level up
+            self.count(level)
+            level += 1
         parts: list[Filter] = []
         for key, value in obj.items():
             if key in ("$and", "$or"):
                 if not isinstance(value, list) or not value:
                     raise _bad(f"{key} takes a non-empty list of filters")
-                items = tuple(self.expr(v, depth + 1) for v in value)
+                self.count(level)
+                items = tuple(self.expr(v, level + 1) for v in value)
                 parts.append(And(items) if key == "$and" else Or(items))
             elif key == "$not":
-                parts.append(Not(self.expr(value, depth + 1)))
+                self.count(level)
+                parts.append(Not(self.expr(value, level + 1)))
             else:
-                parts.extend(self.field(_field_name(key), value, depth + 1))
+                parts.extend(self.field(_field_name(key), value, level))
         return parts[0] if len(parts) == 1 else And(tuple(parts))
 
-    def field(self, name: str, spec: Any, depth: int) -> list[Filter]:
-        if isinstance(spec, Mapping) and spec and all(str(k).startswith("$") for k in spec):
+    def field(self, name: str, spec: Any, level: int) -> list[Filter]:
+        if _is_ops(spec):
             out: list[Filter] = []
             for op, value in spec.items():
-                self.count(depth)
+                self.count(level)
                 out.append(self.condition(name, op, value))
             return out
         if isinstance(spec, Mapping):
             raise _bad(f"{name}: a field's filter is a value or an object of operators")
         if isinstance(spec, list):
             raise _bad(f"{name}: a list is not a value to compare; use $in")
-        self.count(depth)
+        self.count(level)
         return [Condition(name, "$eq", _scalar(spec, name))]
 
     def condition(self, name: str, op: Any, value: Any) -> Condition:
@@ -195,7 +214,7 @@ def parse_filter(obj: Any) -> Filter | None:
         return obj
     if isinstance(obj, Mapping) and not obj:
         return None
-    return _Parser().expr(obj, 0)
+    return _Parser().expr(obj, 1)
 
 
 def walk(f: Filter) -> Iterator[Filter]:
@@ -221,10 +240,15 @@ def operators(f: Filter) -> frozenset[str]:
 
 def equality_map(f: Filter) -> dict[str, Scalar] | None:
     """``f`` as ``{key: value}`` when it is only equalities on scalars, joined by ``$and``
-    (what a backend claiming just ``filters=True`` is given), else ``None``."""
-    items = f.items if isinstance(f, And) else (f,)
+    (however nested: what a backend claiming just ``filters=True`` is given), else ``None``
+    (also when one key is asked to equal two different values: no single map says that)."""
     out: dict[str, Scalar] = {}
-    for item in items:
+    pending: list[Filter] = [f]
+    while pending:
+        item = pending.pop(0)
+        if isinstance(item, And):
+            pending[:0] = item.items
+            continue
         if not (isinstance(item, Condition) and item.op == "$eq" and item.value is not None):
             return None
         if item.field in out and not _same(out[item.field], item.value):
