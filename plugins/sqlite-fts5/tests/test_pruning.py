@@ -447,6 +447,7 @@ def test_fast_hits_are_the_models_pydantic_would_build() -> None:
         p.end,
         '{"n": 1, "ok": true}',
         p.digest,
+        None,
     )
     q = passage_from_row(row)
     assert q == p and q.model_fields_set == p.model_fields_set
@@ -460,7 +461,7 @@ def test_fast_hits_are_the_models_pydantic_would_build() -> None:
         fast.rank = 3  # type: ignore[misc]
     altered = passage_from_row((p.id, "tampered", *row[2:]))
     assert altered.expected_id() != altered.id  # still built; the guard refuses to serve it
-    relabelled = passage_from_row((*row[:6], '{"n": 2, "ok": true}', p.digest))
+    relabelled = passage_from_row((*row[:6], '{"n": 2, "ok": true}', p.digest, None))
     assert relabelled.expected_digest() != relabelled.digest
     assert math.isfinite(fast.score)
 

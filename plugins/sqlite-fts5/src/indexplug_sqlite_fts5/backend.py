@@ -3,7 +3,9 @@
 Layout of an index file (``<home>/<name>.sqlite``):
 
 * ``meta``: key/value facts kept with the index (schema version, budget, passage count);
-* ``passages``: one row per passage with its full provenance as JSON;
+* ``passages``: one row per passage with its full provenance as JSON, its metadata as a JSON
+  object (filtered in SQL: :mod:`~indexplug_sqlite_fts5.sqlfilter`) and its caller key (indexed,
+  for upserts and reads by key);
 * ``fts``: an external-content FTS5 table over ``passages.text`` (porter stemming), so text is
   stored once.
 
@@ -30,16 +32,26 @@ from typing import Any
 
 from indexplug.budget import effective_max_bytes, over_budget
 from indexplug.deadlines import Deadline
+from indexplug.errors import InvalidRequest
+from indexplug.filters import ALL_OPS, Filter
+from indexplug.names import validate_index_name
 from indexplug.outcomes import (
     AddOutcome,
+    GetOutcome,
+    Got,
     Indexed,
     IndexEmpty,
+    IndexesOutcome,
     IndexFailed,
+    IndexInfo,
+    IndexList,
     IndexStatus,
     IndexTimeout,
     NoMatch,
     Removed,
     RemoveOutcome,
+    Scanned,
+    ScanOutcome,
     ScoreScale,
     Searched,
     SearchOutcome,
@@ -48,13 +60,13 @@ from indexplug.outcomes import (
 from indexplug.passages import MetadataValue, Passage, Source
 from indexplug.protocols import Capabilities, Readiness
 
-from indexplug_sqlite_fts5 import postings, pruning
+from indexplug_sqlite_fts5 import postings, pruning, sqlfilter
 from indexplug_sqlite_fts5.hits import hit, passage_from_row
 from indexplug_sqlite_fts5.query import fts5_expression, query_terms
 
 DESCRIPTION = "Embedded default: SQLite FTS5 with BM25, one file per index, no server."
 APPLICATION_ID = 0x49504C47  # "IPLG"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCALE = ScoreScale(
     name="fts5_bm25",
     higher_is_better=True,
@@ -90,8 +102,10 @@ CREATE TABLE passages (
     start INTEGER NOT NULL,
     "end" INTEGER NOT NULL,
     metadata TEXT NOT NULL,
-    digest TEXT
+    digest TEXT,
+    key TEXT
 );
+CREATE INDEX passages_key ON passages(key) WHERE key IS NOT NULL;
 CREATE VIRTUAL TABLE fts USING fts5(
     text, content='passages', content_rowid='rowid',
     tokenize='porter unicode61 remove_diacritics 2'
@@ -109,7 +123,9 @@ _STATE_SQL = (
 """The passage count, whether another connection has written since we last looked, and
 whether any row is there at all (a count above zero over no rows is an index whose rows were
 deleted behind it)."""
-_COLUMNS = 'p.id, p.text, p.source, p.document_sha256, p.start, p."end", p.metadata, p.digest'
+_COLUMNS = (
+    'p.id, p.text, p.source, p.document_sha256, p.start, p."end", p.metadata, p.digest, p.key'
+)
 _ROWS_SQL = (
     f"SELECT p.rowid, {_COLUMNS} FROM passages p WHERE p.rowid IN (SELECT value FROM json_each(?))"
 )
@@ -139,6 +155,12 @@ class SqliteFts5Backend:
     score_scale = SCALE
     capabilities = Capabilities(
         filters=True,
+        # every operator, served in SQL with the reference's meaning (sqlfilter)
+        filter_operators=ALL_OPS,
+        get=True,
+        scan=True,
+        indexes=True,
+        keys=True,
         deletion=True,
         persistence=True,
         concurrent_writers=True,
@@ -228,10 +250,11 @@ class SqliteFts5Backend:
             if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
                 raise NotAnIndex(f"{path.name} is an SQLite file but not an indexplug index")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version == 1:
-                _upgrade_from_1(conn)
+            if version in _UPGRADES:
+                _upgrade(conn)
             elif version != SCHEMA_VERSION:
                 raise NotAnIndex(f"{path.name} has an unknown schema version")
+            sqlfilter.register(conn)
         except sqlite3.OperationalError:
             conn.close()
             raise
@@ -358,6 +381,7 @@ class SqliteFts5Backend:
                 r[0] for r in conn.execute(f"SELECT id FROM passages WHERE id IN ({marks})", chunk)
             )
         new = [p for p in passages if p.id not in known]
+        replaced = self._replace_keys(conn, passages, known)
         size_before = self._size(conn)
         if new and budget is not None:
             payload = sum(len(p.text.encode("utf-8")) + 200 for p in new)
@@ -376,8 +400,8 @@ class SqliteFts5Backend:
             last = conn.execute("SELECT coalesce(max(rowid), 0) FROM passages").fetchone()[0]
             conn.executemany(
                 "INSERT INTO passages"
-                '(id, text, source, document_sha256, start, "end", metadata, digest) '
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                '(id, text, source, document_sha256, start, "end", metadata, digest, key) '
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 _stored_rows(new),
             )
             conn.execute(
@@ -395,7 +419,7 @@ class SqliteFts5Backend:
             )
             if refused:
                 return refused
-        return Indexed.of_batch(
+        out = Indexed.of_batch(
             index=index,
             backend=self.name,
             ids=ids,
@@ -403,6 +427,49 @@ class SqliteFts5Backend:
             bytes_used=size_after,
             max_bytes=budget,
         )
+        return out.model_copy(update={"replaced": replaced}) if replaced else out
+
+    @staticmethod
+    def _replace_keys(
+        conn: sqlite3.Connection, passages: Sequence[Passage], known: set[str]
+    ) -> int:
+        """The upsert of keyed passages, inside the add's transaction: every stored passage of
+        a key in the batch that is not itself in the batch is deleted (row, full-text entry and
+        count), and a passage of the batch already stored takes the batch's record (its key,
+        metadata and provenance: the id covers only the text, uri and span).  Answers how many
+        passages were deleted.  One transaction with the insert, so no reader sees both
+        versions of a key or neither."""
+        by_key: dict[str, set[str]] = {}
+        for p in passages:
+            if p.key is not None:
+                by_key.setdefault(p.key, set()).add(p.id)
+        if not by_key:
+            return 0
+        gone: list[tuple[int, str]] = []
+        for key, keep in by_key.items():
+            gone += [
+                (rowid, text)
+                for rowid, pid, text in conn.execute(
+                    "SELECT rowid, id, text FROM passages WHERE key = ?", (key,)
+                )
+                if pid not in keep
+            ]
+        if gone:
+            conn.executemany("INSERT INTO fts(fts, rowid, text) VALUES ('delete', ?, ?)", gone)
+            conn.executemany("DELETE FROM passages WHERE rowid = ?", [(r,) for r, _ in gone])
+            conn.execute(
+                "UPDATE meta SET value = CAST(value AS INTEGER) - ? WHERE key = 'count'",
+                (len(gone),),
+            )
+        again = [p for p in passages if p.key is not None and p.id in known]
+        if again:
+            # the text, uri and span are the id's, so the full-text entry stays as it is
+            conn.executemany(
+                "UPDATE passages SET source = ?, document_sha256 = ?, metadata = ?, digest = ?, "
+                "key = ? WHERE id = ? AND digest IS NOT ?",
+                [(r[2], r[3], r[6], r[7], r[8], r[0]) for r in _stored_rows(again)],
+            )
+        return len(gone)
 
     def search(
         self,
@@ -411,7 +478,7 @@ class SqliteFts5Backend:
         *,
         top_k: int,
         deadline: Deadline,
-        filters: Mapping[str, MetadataValue] | None = None,
+        filters: Filter | Mapping[str, MetadataValue] | None = None,
     ) -> SearchOutcome:
         if late := self._late(index, deadline):
             return late
@@ -506,21 +573,17 @@ class SqliteFts5Backend:
         conn: sqlite3.Connection,
         expression: str,
         top_k: int,
-        filters: Mapping[str, MetadataValue],
+        filters: Filter | Mapping[str, MetadataValue],
     ) -> list[tuple[tuple[Any, ...], float]]:
-        """Ranking with metadata filters: every match is scored (no pruning), then filtered."""
-        params: list[Any] = [expression]
-        where = []
-        for key, value in filters.items():
-            # by key through json_each, not a JSON path: a path cannot quote every key ('"')
-            where.append("EXISTS (SELECT 1 FROM json_each(p.metadata) WHERE key = ? AND value = ?)")
-            params += [key, value]
+        """Ranking with metadata filters: every match is scored (no pruning), then filtered
+        in SQL (:mod:`~indexplug_sqlite_fts5.sqlfilter`)."""
+        where, params = sqlfilter.to_sql(filters)
         sql = (
             f"SELECT {_COLUMNS}, f.s FROM (SELECT rowid, bm25(fts) AS s FROM fts "
             "WHERE fts MATCH ?) AS f JOIN passages p ON p.rowid = f.rowid "
-            f"WHERE {' AND '.join(where)} ORDER BY f.s, p.rowid LIMIT ?"
+            f"WHERE {where} ORDER BY f.s, p.rowid LIMIT ?"
         )
-        return [(row[:-1], row[-1]) for row in conn.execute(sql, [*params, top_k])]
+        return [(row[:-1], row[-1]) for row in conn.execute(sql, [expression, *params, top_k])]
 
     def remove(self, index: str, ids: Sequence[str], *, deadline: Deadline) -> RemoveOutcome:
         if late := self._late(index, deadline):
@@ -586,6 +649,107 @@ class SqliteFts5Backend:
         except (sqlite3.Error, NotAnIndex) as exc:
             return self._failure(index, exc, deadline)
 
+    # -- the data interface: get, scan, indexes ------------------------------------------
+    def get(
+        self, index: str, ids: Sequence[str], *, keys: Sequence[str], deadline: Deadline
+    ) -> GetOutcome:
+        """The stored passages with these ids and those of these caller keys, from one read
+        snapshot (so a key being replaced comes back whole, old or new)."""
+        if late := self._late(index, deadline):
+            return late
+        try:
+            conn = self._conn(index, create=False)
+            if conn is None:
+                return Got(
+                    index=index, backend=self.name, missing_ids=list(ids), missing_keys=list(keys)
+                )
+            rows: list[tuple[Any, ...]] = []
+            conn.execute("BEGIN")
+            try:
+                with self._deadline(conn, deadline):
+                    for column, wanted in (("id", ids), ("key", keys)):
+                        if wanted:
+                            rows += conn.execute(
+                                f"SELECT {_COLUMNS} FROM passages p WHERE p.{column} IN "
+                                "(SELECT value FROM json_each(?)) ORDER BY p.key, p.id",
+                                (json.dumps(list(wanted), ensure_ascii=False),),
+                            ).fetchall()
+            finally:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+        except (sqlite3.Error, NotAnIndex) as exc:
+            return self._failure(index, exc, deadline)
+        found = {row[0]: passage_from_row(row) for row in rows}
+        order = {pid: n for n, pid in enumerate(ids)}
+        passages = sorted(found.values(), key=lambda p: order.get(p.id, len(order)))
+        seen_keys = {p.key for p in passages}
+        return Got(
+            index=index,
+            backend=self.name,
+            passages=passages,
+            missing_ids=[i for i in ids if i not in found],
+            missing_keys=[k for k in keys if k not in seen_keys],
+        )
+
+    def scan(
+        self,
+        index: str,
+        *,
+        filters: Filter | Mapping[str, MetadataValue] | None,
+        after: str | None,
+        limit: int,
+        deadline: Deadline,
+    ) -> ScanOutcome:
+        """One page in ascending id order: keyset pagination on the ``id`` column's index
+        (``id > after ORDER BY id``), the filter applied in SQL; one row past the page tells
+        whether more follow."""
+        if late := self._late(index, deadline):
+            return late
+        try:
+            conn = self._conn(index, create=False)
+            if conn is None:
+                return Scanned(index=index, backend=self.name, passages=[], next_after=None)
+            where, params = sqlfilter.to_sql(filters) if filters else ("1", [])
+            sql = (
+                f"SELECT {_COLUMNS} FROM passages p WHERE p.id > ? AND {where} "
+                "ORDER BY p.id LIMIT ?"
+            )
+            with self._deadline(conn, deadline):
+                rows = conn.execute(sql, [after or "", *params, limit + 1]).fetchall()
+        except (sqlite3.Error, NotAnIndex) as exc:
+            return self._failure(index, exc, deadline)
+        page = [passage_from_row(row) for row in rows[:limit]]
+        more = len(rows) > limit
+        return Scanned(
+            index=index,
+            backend=self.name,
+            passages=page,
+            next_after=page[-1].id if more and page else None,
+        )
+
+    def indexes(self, *, deadline: Deadline) -> IndexesOutcome:
+        """The ``*.sqlite`` files of the home that are indexes of this backend, with their
+        passage counts.  Each is read through a connection of its own that changes nothing (no
+        WAL switch, no schema, no upgrade), so a foreign SQLite file, or any other file that
+        happens to end in ``.sqlite``, is left as it is and not listed."""
+        found: list[IndexInfo] = []
+        try:
+            paths = sorted(self.home.glob("*.sqlite")) if self.home.is_dir() else []
+            for path in paths:
+                if late := self._late("", deadline):
+                    return late
+                name = path.name[: -len(".sqlite")]
+                try:
+                    validate_index_name(name)
+                except InvalidRequest:
+                    continue
+                count = _probe(path, deadline)
+                if count is not None:
+                    found.append(IndexInfo(name=name, passages=count))
+        except (sqlite3.Error, OSError) as exc:
+            return self._failure("", exc, deadline)
+        return IndexList(index="", backend=self.name, indexes=found)
+
     # -- extras --------------------------------------------------------------------------
     def op_optimize(self, index: str, *, deadline: Deadline) -> StatusOutcome:
         """Merge FTS5 segments into one (faster queries after a large ingest)."""
@@ -599,8 +763,23 @@ class SqliteFts5Backend:
             return self._failure(index, exc, deadline)
         return self.status(index, deadline=deadline)
 
-    def op_drop(self, index: str, *, deadline: Deadline) -> IndexStatus:
-        """Delete the index file (and its WAL) entirely; a sensitive op."""
+    def op_drop(self, index: str, *, deadline: Deadline) -> StatusOutcome:
+        """Delete the index file (and its WAL) entirely; a sensitive op.  A missing index is
+        already dropped; a file of that name that is not one of our indexes (another
+        program's SQLite file, say) is refused, never deleted."""
+        path = self.path(index)
+        if path.exists() and path.stat().st_size > 0:
+            try:
+                ours = _probe(path, deadline) is not None
+            except sqlite3.Error as exc:
+                return self._failure(index, exc, deadline)
+            if not ours:
+                return IndexFailed(
+                    index=index,
+                    backend=self.name,
+                    reason=f"{path.name} is not an indexplug index; it was not deleted",
+                    error_type="NotAnIndex",
+                )
         conns = getattr(self._local, "conns", {})
         conn = conns.pop(index, None)
         if conn is not None:
@@ -660,6 +839,30 @@ class SqliteFts5Backend:
             raise LookupError(f"index {index!r} does not exist")
         conn.executemany("DELETE FROM passages WHERE id = ?", [(i,) for i in ids])
         self._forget_stats(index)
+
+
+def _probe(path: Path, deadline: Deadline) -> int | None:
+    """The passage count of the index file at ``path``, or None when it is not one of ours
+    (not SQLite, another application's file, no count).  Reads only: a plain connection in
+    ``query_only`` mode, closed before returning."""
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, timeout=max(deadline.remaining(), 0))
+    except sqlite3.Error:
+        return None
+    try:
+        conn.execute("PRAGMA query_only = 1")
+        if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+            return None
+        row = conn.execute("SELECT value FROM meta WHERE key = 'count'").fetchone()
+        return None if row is None else int(row[0])
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise
+        return None
+    except sqlite3.DatabaseError:
+        return None
+    finally:
+        conn.close()
 
 
 class _Connection(sqlite3.Connection):
@@ -722,24 +925,48 @@ def _stored_rows(passages: Sequence[Passage]) -> list[tuple[Any, ...]]:
         if source is None:
             source = sources[id(p.source)] = to_json(p.source, exclude_none=True).decode()
         metadata = json.dumps(p.metadata, ensure_ascii=False) if p.metadata else "{}"
-        rows.append((p.id, p.text, source, p.document_sha256, p.start, p.end, metadata, p.digest))
+        rows.append(
+            (p.id, p.text, source, p.document_sha256, p.start, p.end, metadata, p.digest, p.key)
+        )
     return rows
 
 
 def _upgrade_from_1(conn: sqlite3.Connection) -> None:
     """Give an index written before digests (schema 1) its ``digest`` column, each row's
     digest computed from the row as it is now: the index is trusted as found at upgrade, and
-    every change after it is caught.  Under the write lock, so one connection does it."""
+    every change after it is caught."""
+    conn.execute("ALTER TABLE passages ADD COLUMN digest TEXT")
+    columns = _COLUMNS.replace(", p.digest, p.key", ", NULL, NULL")
+    rows = conn.execute(f"SELECT p.rowid, {columns} FROM passages p").fetchall()
+    conn.executemany(
+        "UPDATE passages SET digest = ? WHERE rowid = ?",
+        [(passage_from_row(r[1:]).expected_digest(), r[0]) for r in rows],
+    )
+
+
+def _upgrade_from_2(conn: sqlite3.Connection) -> None:
+    """Give an index written before caller keys (schema 2) its ``key`` column and the index
+    on it.  Every row has no key, which is what its digest already covers (a passage without
+    a key has the digest it had before keys existed), so no row is rewritten."""
+    conn.execute("ALTER TABLE passages ADD COLUMN key TEXT")
+    conn.execute("CREATE INDEX passages_key ON passages(key) WHERE key IS NOT NULL")
+
+
+_UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2}
+"""Each older schema version and the step that brings it to the next one."""
+
+
+def _upgrade(conn: sqlite3.Connection) -> None:
+    """Bring an index of an older schema to :data:`SCHEMA_VERSION`, step by step, in one
+    transaction under the write lock (so one connection does it, and a failure leaves the file
+    as it was)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        if conn.execute("PRAGMA user_version").fetchone()[0] == 1:
-            conn.execute("ALTER TABLE passages ADD COLUMN digest TEXT")
-            rows = conn.execute(f"SELECT p.rowid, {_COLUMNS} FROM passages p").fetchall()
-            conn.executemany(
-                "UPDATE passages SET digest = ? WHERE rowid = ?",
-                [(passage_from_row(r[1:]).expected_digest(), r[0]) for r in rows],
-            )
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        while version in _UPGRADES:
+            _UPGRADES[version](conn)
+            version += 1
+        conn.execute(f"PRAGMA user_version = {version}")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

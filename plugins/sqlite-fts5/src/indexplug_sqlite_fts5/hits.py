@@ -19,15 +19,17 @@ from indexplug.passages import Passage, source_from_json, stored_passage
 
 def passage_from_row(row: Sequence[Any]) -> Passage:
     """A passage from ``(id, text, source JSON, document_sha256, start, end, metadata JSON,
-    digest)``.
+    digest, key)``.
 
     Like :meth:`Passage.from_stored`, neither id nor digest is checked here: a row altered
     behind the backend's back still comes out, and the guard refuses to serve it with a clear
     reason.
     """
-    pid, text, source, doc_sha, start, end, metadata, digest = row
+    pid, text, source, doc_sha, start, end, metadata, digest, key = row
     meta = json.loads(metadata) if metadata != "{}" else {}
-    return stored_passage(pid, text, source_from_json(source), start, end, doc_sha, meta, digest)
+    return stored_passage(
+        pid, text, source_from_json(source), start, end, doc_sha, meta, digest, key
+    )
 
 
 def hit(rank: int, score: float, scale: str, passage: Passage) -> Hit:

@@ -1,0 +1,147 @@
+"""Metadata filters as SQL over a passage's metadata JSON, with exactly the meaning of
+:func:`indexplug.filters.matches`.
+
+A passage's metadata is stored as a JSON object (``passages.metadata``).  A field's *values*
+(null, missing and ``[]`` are no values; a list's elements; a scalar itself) are the rows of
+:data:`_VALUES`: the field found by key through ``json_each`` (a JSON path cannot quote every
+key), and its elements through a second ``json_each`` over the list, or over a one-element list
+made of the scalar.  ``json_each`` keeps each value's JSON type, so comparisons are held to one
+kind: strings with strings (SQLite compares text by bytes, and UTF-8 byte order is code point
+order, as Python's), numbers with numbers (``1`` equals ``1.0``; SQLite compares integers and
+reals exactly), and booleans only with booleans (``true`` is stored as the integer 1 but typed
+``'true'``).
+
+SQLite holds integers in 64 bits: a stored integer beyond that is read as the nearest real, so
+a filter number at or past that edge (an integer outside ``-2**63 + 1 .. 2**63 - 1``, a real of
+magnitude ``2**63`` or more) could compare wrongly.  Such a condition is served instead by
+:func:`python_matches` (registered on every connection as ``indexplug_matches``), which runs the
+reference on the row's parsed metadata: slower, exact.  Every other condition is plain SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+from indexplug.filters import And, Condition, Filter, Not, Or, matches, parse_filter, to_json
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+FUNCTION = "indexplug_matches"
+"""The SQL name of :func:`python_matches`, registered by :func:`register`."""
+
+_VALUES = (
+    "FROM json_each({col}) AS m, json_each(CASE m.type WHEN 'array' THEN m.value "
+    "WHEN 'true' THEN '[true]' WHEN 'false' THEN '[false]' ELSE json_array(m.value) END) AS e "
+    "WHERE m.key = ? AND e.type <> 'null'"
+)
+_NUMBER = "e.type IN ('integer', 'real')"
+
+
+def _kind(v: Any) -> str:
+    if type(v) is bool:
+        return "bool"
+    if type(v) in (int, float):
+        return "number"
+    return "string"
+
+
+def _safe(v: Any) -> bool:
+    """Whether SQLite compares the number ``v`` exactly with every stored value."""
+    if type(v) is int:
+        return INT64_MIN < v <= INT64_MAX
+    if type(v) is float:
+        return -(2.0**63) < v < 2.0**63
+    return True
+
+
+class _Sql:
+    """Builds one SQL boolean expression and its parameters."""
+
+    def __init__(self, column: str) -> None:
+        self.values = _VALUES.format(col=column)
+        self.column = column
+        self.params: list[Any] = []
+
+    def expr(self, f: Filter) -> str:
+        if isinstance(f, And):
+            return "(" + " AND ".join(self.expr(i) for i in f.items) + ")" if f.items else "1"
+        if isinstance(f, Or):
+            return "(" + " OR ".join(self.expr(i) for i in f.items) + ")" if f.items else "0"
+        if isinstance(f, Not):
+            return f"(NOT {self.expr(f.item)})"
+        return self.condition(f)
+
+    def any_value(self, field: str, test: str, params: list[Any]) -> str:
+        """Some value of ``field`` passes ``test`` (an expression over ``e.type``/``e.value``)."""
+        self.params += [field, *params]
+        return f"EXISTS (SELECT 1 {self.values} AND ({test}))"
+
+    def has(self, field: str, values: tuple[Any, ...]) -> str:
+        """One of ``values`` (scalars, or None for "no values") is one of the field's values."""
+        parts: list[str] = []
+        params: list[Any] = []
+        strings = [v for v in values if type(v) is str]
+        numbers = [v for v in values if _kind(v) == "number"]
+        bools = {v for v in values if type(v) is bool}
+        if strings:
+            parts.append(f"(e.type = 'text' AND e.value IN ({','.join('?' * len(strings))}))")
+            params += strings
+        if numbers:
+            parts.append(f"({_NUMBER} AND e.value IN ({','.join('?' * len(numbers))}))")
+            params += numbers
+        if bools:
+            parts.append("e.type IN (" + ",".join(f"'{str(b).lower()}'" for b in bools) + ")")
+        out = [self.any_value(field, " OR ".join(parts), params)] if parts else []
+        if any(v is None for v in values):
+            out.append(f"NOT {self.any_value(field, '1', [])}")
+        return "(" + " OR ".join(out) + ")" if out else "0"
+
+    def condition(self, c: Condition) -> str:
+        scalars = c.value if isinstance(c.value, tuple) else (c.value,)
+        if not all(_safe(v) for v in scalars):
+            self.params.append(json.dumps(to_json(c), ensure_ascii=False))
+            return f"{FUNCTION}({self.column}, ?)"
+        if c.op == "$eq":
+            return self.has(c.field, (c.value,))
+        if c.op == "$ne":
+            return f"(NOT {self.has(c.field, (c.value,))})"
+        if c.op == "$in":
+            return self.has(c.field, c.value)
+        if c.op == "$nin":
+            return f"(NOT {self.has(c.field, c.value)})"
+        if c.op == "$exists":
+            present = self.any_value(c.field, "1", [])
+            return present if c.value else f"(NOT {present})"
+        sign = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[c.op]
+        kind = "e.type = 'text'" if type(c.value) is str else _NUMBER
+        return self.any_value(c.field, f"{kind} AND e.value {sign} ?", [c.value])
+
+
+def to_sql(f: Filter | Mapping[str, Any], column: str = "p.metadata") -> tuple[str, list[Any]]:
+    """``f`` as an SQL boolean expression over the metadata JSON in ``column``, and its
+    parameters.  An equality map (``{key: value}``) is read as :func:`parse_filter` reads it."""
+    parsed = f if isinstance(f, (Condition, And, Or, Not)) else parse_filter(dict(f))
+    if parsed is None:
+        return "1", []
+    sql = _Sql(column)
+    return sql.expr(parsed), sql.params
+
+
+@lru_cache(maxsize=256)
+def _parsed(filter_json: str) -> Filter | None:
+    return parse_filter(json.loads(filter_json))
+
+
+def python_matches(metadata: str, filter_json: str) -> int:
+    """:func:`indexplug.filters.matches` of a row's metadata JSON, for the conditions SQL
+    cannot compare exactly (see the module docstring)."""
+    return int(matches(_parsed(filter_json), json.loads(metadata)))
+
+
+def register(conn: sqlite3.Connection) -> None:
+    """Make :func:`python_matches` callable from SQL on ``conn``."""
+    conn.create_function(FUNCTION, 2, python_matches, deterministic=True)
