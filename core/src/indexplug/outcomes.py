@@ -13,6 +13,7 @@ orchestrator can branch on a stable string.  The distinctions matter for honesty
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import cache
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -24,7 +25,7 @@ from indexplug.passages import Passage, passage_from_provenance
 class ScoreScale(BaseModel):
     """What a score means.  Scores on different scales must never be added together."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str = Field(min_length=1)
     higher_is_better: bool = True
@@ -33,7 +34,7 @@ class ScoreScale(BaseModel):
 
 
 class _Outcome(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     index: str
     backend: str = ""
@@ -52,7 +53,7 @@ class _Outcome(BaseModel):
 class Degradation(BaseModel):
     """Why an answer is partial: which part (a fusion leg, an engine) failed and how."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     part: str
     code: str
@@ -60,7 +61,7 @@ class Degradation(BaseModel):
 
 
 class Hit(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     rank: int = Field(ge=1)
     score: float
@@ -371,7 +372,7 @@ class NotAllowed(_Outcome):
 class TokenMatch(BaseModel):
     """One query token's best match in a passage: its whole contribution to the score."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     query_token: int = Field(ge=0, description="position of the token in the query")
     query_text: str | None = Field(
@@ -454,7 +455,7 @@ class Scanned(_Outcome):
 class IndexInfo(BaseModel):
     """One named index a backend holds."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str
     passages: int = Field(ge=0)
@@ -558,16 +559,21 @@ The first four are every backend's; ``get``, ``scan`` and ``indexes`` are the da
 backend claims in its capabilities (``drop`` too, below); the rest are extension ops a backend
 may offer (:data:`indexplug.protocols.EXTENSION_OPS`)."""
 
-_any_adapter: TypeAdapter[Any] = TypeAdapter(AnyOutcome)
+
+@cache
+def _any_adapter() -> TypeAdapter[Any]:
+    """Every outcome's validator, built on first use (building all of them is most of what
+    importing this module would cost, and most commands parse no outcome back)."""
+    return TypeAdapter(AnyOutcome)
 
 
 def outcome_from_json(data: str | bytes) -> Any:
     """Parse any outcome back from its JSON form."""
-    return _any_adapter.validate_json(data)
+    return _any_adapter().validate_json(data)
 
 
 def outcome_from_dict(data: dict[str, Any]) -> Any:
-    return _any_adapter.validate_python(data)
+    return _any_adapter().validate_python(data)
 
 
 EXIT_CODES: dict[str, int] = {
