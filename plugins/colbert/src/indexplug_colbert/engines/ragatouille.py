@@ -30,6 +30,12 @@ in another process may be loading it); older ones are swept by the next commit.
   ColBERT's pids (wrong texts, ``IndexError`` in search, wrong ids after a later add), and
   colbert-ai 0.2.22 raises ``IndexError`` removing pid 0.  Removed passages are filtered out of
   every answer, and dropped by the next rebuilding add or by the ``rebuild`` op.
+* **get, scan, keys, filters**: read from this engine's records (kept in memory per
+  generation).  A filtered search ranks exactly the live passages that pass the filter
+  (:func:`indexplug.filters.matches` over their stored metadata), ColBERT's ``pids=`` path, so
+  a filter never leaves fewer than ``top_k`` passing hits behind.  A keyed add replaces the
+  keys' earlier passages in the same generation as the new ones (or, when nothing is new, in
+  the same ``state.json`` as their tombstones).
 * **search**: an index of at most ``exact_below`` live passages (or at most four times
   ``top_k``) is scored in full: ColBERT ranks exactly the live pids (``pids=``), MaxSim over the
   decompressed PLAID vectors.  A larger one uses PLAID's candidate generation with ``top_k`` plus
@@ -55,7 +61,7 @@ import os
 import secrets
 import shutil
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +69,7 @@ from typing import Any
 
 from indexplug.deadlines import Deadline
 from indexplug.errors import InvalidOption
+from indexplug.filters import Filter, matches
 from indexplug.passages import Passage
 from indexplug.protocols import Embedder, Readiness
 
@@ -74,12 +81,19 @@ from indexplug_colbert.engines.base import (
     PendingWrite,
     Prepared,
     Ranked,
+    Staged,
     TokenMatchData,
     check_deadline,
 )
-from indexplug_colbert.records import altered, from_record, to_record
+from indexplug_colbert.records import Facets, altered, facets, from_record, to_record
 
-__all__ = ["OPTIONS", "RagatouilleEngine", "RagatouilleIndex", "RagatouilleSettings"]
+__all__ = [
+    "OPTIONS",
+    "RagatouilleEngine",
+    "RagatouilleIndex",
+    "RagatouilleSettings",
+    "live_count",
+]
 
 OPTIONS = frozenset({"checkpoint", "doc_maxlen", "exact_below", "threads", "index_bsize"})
 DEFAULT_CHECKPOINT = "colbert-ir/colbertv2.0"
@@ -419,6 +433,12 @@ class _State:
             raise IncompatibleIndex(f"{root / STATE} is damaged or not ours: {exc}") from exc
 
 
+def live_count(folder: Path) -> int:
+    """The live passages of the RAGatouille index whose engine data is in ``folder``, from its
+    ``state.json`` alone (no library imported); 0 when it has none yet."""
+    return len(_State.read(folder).live)
+
+
 @dataclass
 class _Loaded:
     """One generation as this process serves it."""
@@ -426,6 +446,18 @@ class _Loaded:
     state: _State
     records: dict[str, bytes] = field(default_factory=dict)
     rag: Any = None
+    facets: tuple[list[str], Facets] | None = None
+    """Every record's id, key and metadata (parsed once per set of records, on first need)."""
+
+    def described(self) -> tuple[dict[str, int], Facets]:
+        """``id -> position`` in :class:`Facets` of every live passage, and the facets."""
+        if self.facets is None:
+            ids = list(self.state.live)
+            # a live pid without its record: RecordLost, as a hit would be
+            self.facets = ids, facets((i, self.records.get(i, b"")) for i in ids)
+        ids, found = self.facets
+        live = set(self.state.live)
+        return {i: n for n, i in enumerate(ids) if i in live}, found
 
 
 class _Pending:
@@ -553,7 +585,9 @@ class RagatouilleIndex:
         return loaded.rag
 
     # -- reading -------------------------------------------------------------------------
-    def search(self, query: str, top_k: int, deadline: Deadline) -> Ranked:
+    def search(
+        self, query: str, top_k: int, deadline: Deadline, filters: Filter | None = None
+    ) -> Ranked:
         check_deadline(deadline, "opening the index")
         attempts = 3
         for attempt in range(attempts):
@@ -561,8 +595,15 @@ class RagatouilleIndex:
             live = loaded.state.live
             if not live:
                 return Ranked(hits=[], searched=0, query_tokens=0)
+            only: list[str] | None = None
+            if filters is not None:
+                check_deadline(deadline, "filtering")
+                where, found = loaded.described()
+                only = [i for i in live if matches(filters, found.metadata[where[i]])]
+                if not only:
+                    return Ranked(hits=[], searched=len(live), query_tokens=0)
             try:
-                exact, results = self._search(loaded, live, query, top_k, deadline)
+                exact, results = self._search(loaded, live, query, top_k, deadline, only)
                 break
             except FileNotFoundError:
                 # Writers committed twice while this search was loading the generation it had
@@ -590,20 +631,60 @@ class RagatouilleIndex:
         )
 
     def _search(
-        self, loaded: _Loaded, live: list[str], query: str, top_k: int, deadline: Deadline
+        self,
+        loaded: _Loaded,
+        live: list[str],
+        query: str,
+        top_k: int,
+        deadline: Deadline,
+        only: list[str] | None = None,
     ) -> tuple[bool, list[dict[str, Any]]]:
+        """ColBERT's answer: exact over ``only`` (the passages that pass a filter) when given,
+        or over every live passage of a small index; PLAID's candidates otherwise."""
         check_deadline(deadline, "loading the PLAID index")
         rag = self._reader(loaded)
         assert loaded.state.folder is not None
-        exact = len(live) <= max(self.settings.exact_below, 4 * top_k)
+        exact = only is not None or len(live) <= max(self.settings.exact_below, 4 * top_k)
         check_deadline(deadline, "searching")
         with self._colbert(self.root / loaded.state.folder):
             if exact:
-                results = rag.search(query, k=min(top_k, len(live)), doc_ids=live)
+                pool = live if only is None else only
+                results = rag.search(query, k=min(top_k, len(pool)), doc_ids=pool)
             else:
                 n = len(loaded.state.removed) + len(PAD_TEXTS)
                 results = rag.search(query, k=min(top_k + n, len(loaded.state.pids)))
         return exact, list(results or [])
+
+    def stored(self, ids: Sequence[str]) -> dict[str, Passage]:
+        loaded = self._current()
+        live = set(loaded.state.live)
+        return {i: from_record(loaded.records.get(i), i) for i in ids if i in live}
+
+    def of_keys(self, keys: Sequence[str]) -> dict[str, list[Passage]]:
+        loaded = self._current()
+        where, found = loaded.described()
+        ids = list(where)
+        out: dict[str, list[Passage]] = {}
+        for key in keys:
+            pids = [ids[n] for n in found.by_key.get(key, ())]
+            if pids:
+                out[key] = [from_record(loaded.records.get(i), i) for i in pids]
+        return out
+
+    def scan(
+        self, after: str | None, limit: int, filters: Filter | None, deadline: Deadline
+    ) -> tuple[list[Passage], bool]:
+        check_deadline(deadline, "scanning")
+        loaded = self._current()
+        where, found = loaded.described()
+        page: list[Passage] = []
+        for pid in sorted(i for i in where if after is None or i > after):
+            if filters is not None and not matches(filters, found.metadata[where[pid]]):
+                continue
+            if len(page) == limit:
+                return page, True
+            page.append(from_record(loaded.records.get(pid), pid))
+        return page, False
 
     def _encoder(self) -> Any:
         """RAGatouille's model over the checkpoint alone (for rerank and explain)."""
@@ -697,7 +778,17 @@ class RagatouilleIndex:
             + 16 * 1024
         )
 
-    def stage_add(self, prepared: Prepared, deadline: Deadline) -> tuple[list[str], PendingWrite]:
+    def stage_add(
+        self,
+        prepared: Prepared,
+        deadline: Deadline,
+        *,
+        keys: Collection[str] = (),
+        keep: Collection[str] = (),
+    ) -> Staged:
+        """A new generation of the live passages, less the keys' earlier ones, plus the new
+        ones; with nothing new, the keys' earlier passages tombstoned.  Either way one
+        ``state.json`` commits the whole change."""
         loaded = self._current()
         state = loaded.state
         live = set(state.live)
@@ -707,12 +798,27 @@ class RagatouilleIndex:
             if p.id not in live and p.id not in seen:
                 new.append((p.id, raw))
                 seen.add(p.id)
+        stale: list[str] = []
+        if keys:
+            where, found = loaded.described()
+            ids, kept = list(where), set(keep) | seen
+            for key in sorted(set(keys)):
+                stale += [ids[n] for n in found.by_key.get(key, ()) if ids[n] not in kept]
         if not new:
-            return [], _Pending(self, state, None)
+            if not stale:
+                return Staged([], [], _Pending(self, state, None))
+            tombstoned = _State(
+                generation=state.generation + 1,
+                folder=state.folder,
+                pids=state.pids,
+                removed=state.removed | set(stale),
+            )
+            return Staged([], stale, _Pending(self, tombstoned, None))
         check_deadline(deadline, "indexing")
-        keep = [(i, loaded.records[i]) for i in state.live]
-        staged = self._build(state.generation + 1, keep + new)
-        return [i for i, _ in new], staged
+        gone = set(stale)
+        kept_items = [(i, loaded.records[i]) for i in state.live if i not in gone]
+        staged = self._build(state.generation + 1, kept_items + new)
+        return Staged([i for i, _ in new], stale, staged)
 
     def _new_folder(self, generation: int) -> tuple[str, Path]:
         name = f"g{generation:06d}-{secrets.token_hex(3)}"
