@@ -8,6 +8,7 @@ from typing import Any
 
 import indexplug.guard as guard_module
 import pytest
+from indexplug.construct import construct
 from indexplug.deadlines import DEFAULT_DEADLINE_S, Deadline
 from indexplug.errors import InvalidRequest
 from indexplug.filters import ALL_OPS, Condition, Filter, matches, parse_filter
@@ -694,3 +695,82 @@ def test_writes_default_to_the_write_deadline_and_reads_to_the_op_deadline() -> 
     g.add("docs", ps, deadline_s=5)
     g.get("docs", [ps[0].id], deadline_s=2)
     assert mem.deadlines["add"] == 5 and mem.deadlines["get"] == 2
+
+
+# -- passages the guard must not serve from get and scan --------------------------------------
+
+
+class Stored(Mem):
+    """Answers get and scan built without validation, as backends reading storage do."""
+
+    said: Any = "mem"
+    """What its answers give as ``backend``."""
+
+    def get(self, index: str, ids: Sequence[str], *, keys: Sequence[str], **kw: Any) -> Any:
+        store = self.data.get(index, {})
+        return construct(
+            Got,
+            {
+                "index": index,
+                "backend": self.said,
+                "code": "GOT",
+                "passages": [store[i] for i in ids if i in store],
+                "missing_ids": [i for i in ids if i not in store],
+                "missing_keys": list(keys),
+            },
+        )
+
+    def scan(self, index: str, *, limit: int, **kw: Any) -> Any:
+        page = [p for _, p in sorted(self.data.get(index, {}).items())][:limit]
+        return construct(
+            Scanned,
+            {
+                "index": index,
+                "backend": self.said,
+                "code": "SCANNED",
+                "passages": page,
+                "next_after": None,
+            },
+        )
+
+
+def _tampered(p: Passage, **changes: Any) -> Passage:
+    fields: dict[str, Any] = {
+        "id": p.id,
+        "text": p.text,
+        "source": p.source,
+        "start": p.start,
+        "end": p.end,
+        "metadata": dict(p.metadata),
+        "digest": p.digest,
+        "key": p.key,
+    }
+    return Passage.from_stored(**(fields | changes))
+
+
+@pytest.mark.parametrize(
+    "changes, words",
+    [
+        ({"metadata": {"lang": "xx"}}, "no longer matches its digest"),
+        ({"digest": None}, "no digest"),
+    ],
+)
+def test_get_and_scan_never_serve_an_altered_or_undigested_passage(
+    changes: dict[str, Any], words: str
+) -> None:
+    g, mem, ps = filled(Stored(), n=1)
+    bad = _tampered(ps[0], **changes)
+    mem.data["docs"][ps[0].id] = bad
+    for out in (g.get("docs", [ps[0].id]), g.scan("docs")):
+        assert type(out) is IndexFailed, out
+        assert out.error_type == "IntegrityError" and words in out.reason
+    assert bad.digest == changes.get("digest", ps[0].digest)  # the backend's object untouched
+
+
+def test_get_and_scan_fields_of_the_wrong_type_fail() -> None:
+    class Odd(Stored):
+        said = 5
+
+    g, _, ps = filled(Odd(), n=1)
+    violation(g.get("docs", [ps[0].id]), "wrong type")
+    violation(g.scan("docs"), "wrong type")

@@ -719,7 +719,12 @@ class Guard:
             fields = out.__dict__
             got, missing = fields.get("passages"), fields.get("missing_ids")
             missing_keys = fields.get("missing_keys")
-            if type(got) is not list or type(missing) is not list or type(missing_keys) is not list:
+            if (
+                type(got) is not list
+                or type(missing) is not list
+                or type(missing_keys) is not list
+                or type(fields.get("backend")) is not str
+            ):
                 return self._violation(index, "answered GOT with fields of the wrong type")
             try:
                 copies = [self._passage(index, i, p) for i, p in enumerate(got, 1)]
@@ -783,7 +788,11 @@ class Guard:
                 return out
             fields = out.__dict__
             page, cursor = fields.get("passages"), fields.get("next_after")
-            if type(page) is not list or (cursor is not None and type(cursor) is not str):
+            if (
+                type(page) is not list
+                or (cursor is not None and type(cursor) is not str)
+                or type(fields.get("backend")) is not str
+            ):
                 return self._violation(index, "answered SCANNED with fields of the wrong type")
             if len(page) > limit:
                 return self._violation(
@@ -1094,7 +1103,10 @@ class Guard:
             return self._violation(
                 index, f"{op} returned {type(out).__name__}, which is not one of: {names}"
             )
-        if type(out) not in (Searched, Explained, Neighbours):
+        if type(out) not in (Searched, Explained, Neighbours, Got, Scanned):
+            # (the passages of those are checked one by one and copied by ``check``: validating
+            # them here would hash each twice, and fill in, on the plugin's own object, the
+            # digest of a passage stored without one, which must be refused instead)
             try:
                 out = type(out).model_validate(dict(out.__dict__))
             except ValidationError as exc:
