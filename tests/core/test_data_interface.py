@@ -774,3 +774,13 @@ def test_get_and_scan_fields_of_the_wrong_type_fail() -> None:
     g, _, ps = filled(Odd(), n=1)
     violation(g.get("docs", [ps[0].id]), "wrong type")
     violation(g.scan("docs"), "wrong type")
+
+
+@pytest.mark.parametrize("exists, left", [(True, 5), (True, 0), (False, 3)])
+def test_drop_answering_the_index_is_still_there_fails(exists: bool, left: int) -> None:
+    class Keeps(Mem):
+        def op_drop(self, index: str, *, deadline: Deadline) -> Any:
+            return IndexStatus(index=index, backend=self.name, exists=exists, passages=left)
+
+    g, _, _ = filled(Keeps())
+    violation(g.drop("docs"), "answered drop with")

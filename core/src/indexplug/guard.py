@@ -61,6 +61,7 @@ from indexplug.outcomes import (
     IndexesOutcome,
     IndexFailed,
     IndexList,
+    IndexStatus,
     IndexTimeout,
     IndexUnavailable,
     Neighbours,
@@ -912,6 +913,13 @@ class Guard:
             given = {p.id: p for p in ps}
 
         def check(out: Any) -> Any:
+            if op == "drop" and type(out) is IndexStatus and (out.exists or out.passages):
+                return self._violation(
+                    out.index,
+                    "answered drop with an index that still exists (exists=True)"
+                    if out.exists
+                    else f"answered drop with {out.passages} passage(s) left",
+                )
             if type(out) is Searched:
                 answer = self._checked_search(out, max(len(given), 1), 0.0, 0.0)
                 if isinstance(answer, Searched):
