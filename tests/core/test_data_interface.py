@@ -784,3 +784,14 @@ def test_drop_answering_the_index_is_still_there_fails(exists: bool, left: int) 
 
     g, _, _ = filled(Keeps())
     violation(g.drop("docs"), "answered drop with")
+
+
+def test_get_by_key_answers_in_the_order_of_the_keys() -> None:
+    g = Guard(Mem())
+    z = [passage(2, key="zeta"), passage(1, key="zeta")]
+    a = [passage(3, key="alpha")]
+    assert isinstance(g.add("docs", a + z), Indexed)
+    out = g.get("docs", keys=["zeta", "alpha"])
+    assert type(out) is Got
+    assert [p.key for p in out.passages] == ["zeta", "zeta", "alpha"]
+    assert [p.id for p in out.passages[:2]] == sorted(p.id for p in z)  # by id within a key

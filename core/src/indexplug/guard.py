@@ -741,8 +741,12 @@ class Guard:
                 return self._violation(
                     index, "get's missing ids or keys do not match the passages it answered"
                 )
+            # in the order asked: the ids asked for, then each key's passages (by id)
             order = {pid: n for n, pid in enumerate(wanted)}
-            copies.sort(key=lambda p: (order.get(p.id, len(order)), p.key or "", p.id))
+            key_order = {k: n for n, k in enumerate(by_key)}
+            copies.sort(
+                key=lambda p: (order.get(p.id, len(order)), key_order.get(p.key or "", 0), p.id)
+            )
             unique = list({p.id: p for p in copies}.values())
             return construct(
                 Got,
