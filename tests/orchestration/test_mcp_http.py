@@ -243,7 +243,17 @@ def test_http_token_from_the_environment_and_read_only(tmp_path: Path, write_con
 
         async def body(client: Client) -> None:
             names = {t.name for t in (await client.list_tools()).tools}
-            assert names == {"search", "batch_search", "pack", "status", "backends", "ops"}
+            assert names == {
+                "search",
+                "batch_search",
+                "pack",
+                "status",
+                "backends",
+                "ops",
+                "get",
+                "scan",
+                "indexes",
+            }
             for name, args in (
                 ("add", {"index": "docs", "passages": [{"text": "otters", "uri": "m://o"}]}),
                 ("remove", {"index": "docs", "ids": ["0" * 64]}),

@@ -46,7 +46,7 @@ kind = "fusion"
 members = ["docs", "down"]
 """
 
-READS = {"search", "batch_search", "pack", "status", "backends", "ops"}
+READS = {"search", "batch_search", "pack", "status", "backends", "ops", "get", "scan", "indexes"}
 
 
 def run_client(target: Any, body: Callable[[Client], Awaitable[None]]) -> None:
@@ -185,9 +185,8 @@ def test_read_only_server_offers_only_reads(
         full = build_server(invoker)
 
         async def writes(client: Client) -> None:
-            assert READS | {"add", "index_folder", "remove"} == {
-                t.name for t in (await client.list_tools()).tools
-            }
+            writes = {"add", "index_folder", "export", "remove", "drop", "import", "copy"}
+            assert READS | writes == {t.name for t in (await client.list_tools()).tools}
 
         run_client(full, writes)
 

@@ -14,12 +14,14 @@ open between calls.  ``invoke()`` makes one for a single call and closes it.
 
 from __future__ import annotations
 
+import contextvars
+import hashlib
 import json
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -49,8 +51,20 @@ from indexplug.ops import (
     BatchItem,
     BatchSearchArgs,
     ConfigEvidence,
+    CopyArgs,
+    CopyData,
+    CopyEvidence,
+    DropArgs,
+    ExportArgs,
+    ExportData,
     FolderEvidence,
+    GetArgs,
+    GetData,
     HitOut,
+    ImportArgs,
+    ImportData,
+    IndexesArgs,
+    IndexesData,
     IndexEvidence,
     IndexFolderArgs,
     IndexReadiness,
@@ -61,11 +75,14 @@ from indexplug.ops import (
     ProblemRow,
     RemoveArgs,
     RemoveData,
+    ScanArgs,
+    ScanData,
     SearchArgs,
     SearchData,
     SearchEvidence,
     StatusArgs,
     StatusData,
+    VerificationOut,
     WriteEvidence,
     _SearchCommon,
     batch_code,
@@ -73,8 +90,10 @@ from indexplug.ops import (
 from indexplug.outcomes import (
     EXIT_CODES,
     BadRequest,
+    Got,
     Indexed,
     IndexFailed,
+    IndexList,
     IndexStatus,
     IndexTimeout,
     IndexUnavailable,
@@ -82,11 +101,17 @@ from indexplug.outcomes import (
     NotAllowed,
     OverBudget,
     Removed,
+    Scanned,
     Searched,
 )
 from indexplug.packing import pack
 from indexplug.passages import Passage
 from indexplug.plugins import get_registry
+from indexplug.pools import LazyPool
+from indexplug.transfer import EXIT_CODES as TRANSFER_EXIT_CODES
+
+if TYPE_CHECKING:
+    from indexplug.transfer import Progress
 
 BATCH_WORKERS = 8
 DEFAULT_FOLDER_DEADLINE_S = 120.0
@@ -94,12 +119,21 @@ MAX_ARGS_DEPTH = 32
 """Deepest nesting of arrays and objects the arguments may have (the deepest any op needs is 4:
 ``passages`` / a passage / its ``source`` / ``provenance``); deeper is ``BAD_REQUEST``, so no
 input can exhaust the stack of the parser, the validator or anything after them."""
+BLOCKING = LazyPool(32, "indexplug-invoke")
+""":meth:`Invoker.ainvoke`'s threads for the ops that have no coroutine form (index_folder,
+export, import, copy, backends, ops) and for context expansion: never the event loop's."""
+PROGRESS: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
+    "indexplug_progress", default=None
+)
+"""The progress callback of the op running in this context (``invoke(..., progress=)``)."""
 
 
 def exit_code(answer: Mapping[str, Any]) -> int:
     """The exit status of an answer (what ``indexplug invoke`` exits with).
 
-    An outcome code maps through :data:`~indexplug.outcomes.EXIT_CODES`; ``LISTED`` is 0; a
+    An outcome code maps through :data:`~indexplug.outcomes.EXIT_CODES` (the transfer codes
+    through :data:`indexplug.transfer.EXIT_CODES`: ``EXPORTED``, ``IMPORTED`` and ``COPIED`` 0,
+    ``COPY_MISMATCH`` 3); ``LISTED`` is 0; a
     ``BATCH`` exits by its overall code (``evidence.overall``, see
     :data:`~indexplug.ops.BATCH_ORDER`); anything else is ``INDEX_FAILED``'s.
     """
@@ -108,6 +142,8 @@ def exit_code(answer: Mapping[str, Any]) -> int:
         return 0 if answer.get("ok") else EXIT_CODES["INDEX_FAILED"]
     if code == "BATCH":
         code = (answer.get("evidence") or {}).get("overall")
+    if str(code) in TRANSFER_EXIT_CODES:
+        return TRANSFER_EXIT_CODES[str(code)]
     return EXIT_CODES.get(str(code), EXIT_CODES["INDEX_FAILED"])
 
 
@@ -222,6 +258,25 @@ class Invoker:
             "backends": self._backends,
             "index_folder": self._index_folder,
             "ops": self._ops,
+            "get": self._get,
+            "scan": self._scan,
+            "indexes": self._indexes,
+            "drop": self._drop,
+            "export": self._export,
+            "import": self._import,
+            "copy": self._copy,
+        }
+        self._arunners: dict[str, Callable[[Any], Awaitable[Answer[Any, Any]]]] = {
+            "add": self._aadd,
+            "search": self._asearch,
+            "batch_search": self._abatch_search,
+            "pack": self._apack,
+            "remove": self._aremove,
+            "status": self._astatus,
+            "get": self._aget,
+            "scan": self._ascan,
+            "indexes": self._aindexes,
+            "drop": self._adrop,
         }
 
     @classmethod
@@ -311,9 +366,69 @@ class Invoker:
 
     # -- the entry point -----------------------------------------------------------------
     def invoke(
-        self, op: str, args: Mapping[str, Any] | str | bytes | None = None
+        self,
+        op: str,
+        args: Mapping[str, Any] | str | bytes | None = None,
+        *,
+        progress: Progress | None = None,
     ) -> dict[str, Any]:
-        """Run ``op`` with ``args`` (a mapping or JSON text); answer a JSON-ready dict."""
+        """Run ``op`` with ``args`` (a mapping or JSON text); answer a JSON-ready dict.
+        ``progress(done, total)`` hears how a long write (add, import, copy, export,
+        index_folder) goes."""
+        prepared = self._prepare(op, args)
+        if isinstance(prepared, dict):
+            return prepared
+        parsed, index = prepared
+        token = PROGRESS.set(progress)
+        try:
+            refused = self._gate(op, index)
+            answer = refused if refused is not None else self._runners[op](parsed)
+        except Exception as exc:
+            answer = self._error(op, index, exc)
+        finally:
+            PROGRESS.reset(token)
+        return answer if isinstance(answer, dict) else answer.model_dump(mode="json")
+
+    async def ainvoke(
+        self,
+        op: str,
+        args: Mapping[str, Any] | str | bytes | None = None,
+        *,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        """:meth:`invoke` as a coroutine, for an event loop (the MCP server).  The ops with a
+        coroutine form on the guard (search, batch_search, pack, add, remove, status, get,
+        scan, indexes, drop) await it, so a slow backend holds no thread of the loop's; the
+        others run on :data:`BLOCKING`'s threads.  Same answers as :meth:`invoke`."""
+        import asyncio
+
+        prepared = self._prepare(op, args)
+        if isinstance(prepared, dict):
+            return prepared
+        parsed, index = prepared
+        token = PROGRESS.set(progress)
+        try:
+            refused = self._gate(op, index)
+            if refused is not None:
+                answer: Answer[Any, Any] | dict[str, Any] = refused
+            elif op in self._arunners:
+                answer = await self._arunners[op](parsed)
+            else:
+                ctx = contextvars.copy_context()
+                loop = asyncio.get_running_loop()
+                answer = await loop.run_in_executor(
+                    BLOCKING.get(), ctx.run, self._runners[op], parsed
+                )
+        except Exception as exc:
+            answer = self._error(op, index, exc)
+        finally:
+            PROGRESS.reset(token)
+        return answer if isinstance(answer, dict) else answer.model_dump(mode="json")
+
+    def _prepare(
+        self, op: str, args: Mapping[str, Any] | str | bytes | None
+    ) -> dict[str, Any] | tuple[Any, str]:
+        """The op's parsed arguments and index, or the refusal of a bad request."""
         if not isinstance(op, str) or op not in OPS:
             known = ", ".join(OPS)
             return bad_request(str(op), f"no op named {op!r} (ops: {known})", field="op")
@@ -336,50 +451,74 @@ class Invoker:
             return bad_request(op, reason, field=field)
         except Exception as exc:  # a mapping that cannot even be read as arguments
             return bad_request(op, f"args cannot be read: {type(exc).__name__}", "args")
-        index = str(getattr(parsed, "index", "") or "")
-        try:
-            if spec.sensitive and not self.allows_remove(index):
-                return refusal(
-                    op,
-                    NotAllowed(
-                        index=index,
-                        op=op,
-                        reason=f"the configuration does not allow '{op}' on index '{index}' "
-                        "(set allow_remove = true for it)",
-                    ),
-                )
-            answer = self._runners[op](parsed)
-        except InvalidRequest as exc:
-            return bad_request(op, str(exc), field=exc.field, index=index)
-        except ConfigError as exc:
-            return bad_request(op, str(exc), field="index", index=index)
-        except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
-            return bad_request(op, str(exc), field="path", index=index)
-        except (UnknownBackend, UnknownEmbedder) as exc:
-            answer = _failure(op, IndexUnavailable(index=index, reason=str(exc)))
-        except Exception as exc:  # never a traceback: an unexpected error is a failure
-            answer = _failure(
+        return parsed, str(getattr(parsed, "index", "") or "")
+
+    def _gate(self, op: str, index: str) -> dict[str, Any] | None:
+        """``NOT_ALLOWED`` for a sensitive op on an index the configuration does not allow it
+        on (remove, drop, import, and copy into ``index``: as ``allow_remove`` says)."""
+        if OPS[op].sensitive and not self.allows_remove(index):
+            return refusal(
                 op,
-                IndexFailed(
+                NotAllowed(
                     index=index,
-                    reason=f"{op} failed: {type(exc).__name__}: {exc}",
-                    error_type=type(exc).__name__,
+                    op=op,
+                    reason=f"the configuration does not allow '{op}' on index '{index}' "
+                    "(set allow_remove = true for it)",
                 ),
             )
-        return answer.model_dump(mode="json")
+        return None
+
+    def _error(self, op: str, index: str, exc: Exception) -> Answer[Any, Any] | dict[str, Any]:
+        """The answer for an exception an op raised: never a traceback."""
+        if isinstance(exc, InvalidRequest):
+            return bad_request(op, str(exc), field=exc.field, index=index)
+        if isinstance(exc, ConfigError):
+            return bad_request(op, str(exc), field="index", index=index)
+        if isinstance(exc, FileNotFoundError | NotADirectoryError | PermissionError):
+            return bad_request(op, str(exc), field="path", index=index)
+        if isinstance(exc, UnknownBackend | UnknownEmbedder):
+            return _failure(op, IndexUnavailable(index=index, reason=str(exc)))
+        return _failure(
+            op,
+            IndexFailed(
+                index=index,
+                reason=f"{op} failed: {type(exc).__name__}: {exc}",
+                error_type=type(exc).__name__,
+            ),
+        )
+
+    async def _atarget(self, name: str) -> Target:
+        """:meth:`target`, opening a backend not yet open on a thread (opening may block)."""
+        with self._lock:
+            known = self._targets.get(name)
+        if known is not None:
+            validate_index_name(name)
+            return known
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(BLOCKING.get(), self.target, name)
 
     # -- ops -----------------------------------------------------------------------------
     def _add(self, a: AddArgs) -> Answer[Any, Any]:
         t = self.target(a.index)
-        passages: list[Passage] = []
-        for i, p in enumerate(a.passages):
-            passages.append(_to_passage(p, i))
-        out = t.guard.add(
-            t.index,
-            passages,
-            max_bytes=a.max_bytes or t.max_bytes,
-            deadline_s=self.deadline_for(a.index, a.deadline_s),
-        )
+        out = t.guard.add(t.index, **self._add_args(t, a))
+        return self._add_answer(t, out)
+
+    async def _aadd(self, a: AddArgs) -> Answer[Any, Any]:
+        t = await self._atarget(a.index)
+        out = await t.guard.aadd(t.index, **self._add_args(t, a))
+        return self._add_answer(t, out)
+
+    def _add_args(self, t: Target, a: AddArgs) -> dict[str, Any]:
+        return {
+            "passages": [_to_passage(p, i) for i, p in enumerate(a.passages)],
+            "max_bytes": a.max_bytes or t.max_bytes,
+            "deadline_s": self.deadline_for(a.index, a.deadline_s),
+            "progress": PROGRESS.get(),
+        }
+
+    def _add_answer(self, t: Target, out: Any) -> Answer[Any, Any]:
         ev = WriteEvidence(index=t.index, backend=t.backend_name)
         if isinstance(out, Indexed):
             ev = ev.model_copy(
@@ -421,6 +560,25 @@ class Invoker:
         out = t.guard.search(
             t.index, query, top_k=a.top_k, deadline_s=deadline_s, filters=a.filters
         )
+        return self._search_answer(t, a, out, op)
+
+    async def _arun_search(
+        self, t: Target, a: _SearchCommon, query: str, op: str
+    ) -> Answer[Any, Any]:
+        deadline_s = self.deadline_for(t.index, a.deadline_s)
+        out = await t.guard.asearch(
+            t.index, query, top_k=a.top_k, deadline_s=deadline_s, filters=a.filters
+        )
+        if not a.context:
+            return self._search_answer(t, a, out, op)
+        import asyncio
+
+        # context expansion reads the index (and may read files): on a thread, not the loop
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(BLOCKING.get(), self._search_answer, t, a, out, op)
+
+    def _search_answer(self, t: Target, a: _SearchCommon, out: Any, op: str) -> Answer[Any, Any]:
+        deadline_s = self.deadline_for(t.index, a.deadline_s)
         legs = list(t.options.get("members", [])) if t.backend_name == FUSION_BACKEND else []
         ev = SearchEvidence(index=t.index, backend=t.backend_name, legs=legs)
         if isinstance(out, Searched | NoMatch):
@@ -476,29 +634,57 @@ class Invoker:
         got = self._run_search(t, a, a.query, "search")
         return OPS["search"].result.model_validate(got.model_dump())  # type: ignore[return-value]
 
+    async def _asearch(self, a: SearchArgs) -> Answer[Any, Any]:
+        t = await self._asearch_target(a)
+        got = await self._arun_search(t, a, a.query, "search")
+        return OPS["search"].result.model_validate(got.model_dump())  # type: ignore[return-value]
+
+    async def _asearch_target(self, a: _SearchCommon) -> Target:
+        if a.index is not None and a.indexes is None:
+            return await self._atarget(a.index)
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(BLOCKING.get(), self._search_target, a)
+
     def _batch_search(self, a: BatchSearchArgs) -> Answer[Any, Any]:
         t = self._search_target(a)
+        self._check_queries(a)
+
+        def one(q: str) -> BatchItem:
+            try:
+                return _batch_item(q, self._run_search(t, a, q, "search"))
+            except InvalidRequest as exc:
+                return _refused_item(t, q, exc)
+
+        with ThreadPoolExecutor(max_workers=min(BATCH_WORKERS, len(a.queries))) as pool:
+            items = list(pool.map(one, a.queries))
+        return self._batch_answer(t, items)
+
+    async def _abatch_search(self, a: BatchSearchArgs) -> Answer[Any, Any]:
+        import asyncio
+
+        t = await self._asearch_target(a)
+        self._check_queries(a)
+        gate = asyncio.Semaphore(BATCH_WORKERS)
+
+        async def one(q: str) -> BatchItem:
+            async with gate:
+                try:
+                    return _batch_item(q, await self._arun_search(t, a, q, "search"))
+                except InvalidRequest as exc:
+                    return _refused_item(t, q, exc)
+
+        items = list(await asyncio.gather(*(one(q) for q in a.queries)))
+        return self._batch_answer(t, items)
+
+    @staticmethod
+    def _check_queries(a: BatchSearchArgs) -> None:
         for i, q in enumerate(a.queries):
             if not q.strip():
                 raise InvalidRequest("the query is empty", field=f"queries.{i}")
 
-        def one(q: str) -> BatchItem:
-            try:
-                got = self._run_search(t, a, q, "search")
-                return BatchItem.model_validate({**got.model_dump(), "query": q})
-            except InvalidRequest as exc:
-                bad = BadRequest(index=t.index, field=exc.field, reason=str(exc))
-                return BatchItem(
-                    op="search",
-                    query=q,
-                    code=bad.code,
-                    ok=False,
-                    message=bad.message,
-                    problem=Problem(reason=bad.reason, field=bad.field),
-                )
-
-        with ThreadPoolExecutor(max_workers=min(BATCH_WORKERS, len(a.queries))) as pool:
-            items = list(pool.map(one, a.queries))
+    def _batch_answer(self, t: Target, items: list[BatchItem]) -> Answer[Any, Any]:
         counts: dict[str, int] = {}
         for it in items:
             counts[it.code] = counts.get(it.code, 0) + 1
@@ -528,7 +714,13 @@ class Invoker:
 
     def _pack(self, a: PackArgs) -> Answer[Any, Any]:
         t = self._search_target(a)
-        got = self._run_search(t, a, a.query, "pack")
+        return self._pack_answer(a, self._run_search(t, a, a.query, "pack"))
+
+    async def _apack(self, a: PackArgs) -> Answer[Any, Any]:
+        t = await self._asearch_target(a)
+        return self._pack_answer(a, await self._arun_search(t, a, a.query, "pack"))
+
+    def _pack_answer(self, a: PackArgs, got: Answer[Any, Any]) -> Answer[Any, Any]:
         data = None
         message = got.message
         if got.ok:
@@ -550,7 +742,27 @@ class Invoker:
 
     def _remove(self, a: RemoveArgs) -> Answer[Any, Any]:
         t = self.target(a.index)
-        out = t.guard.remove(t.index, a.ids, deadline_s=self.deadline_for(a.index, a.deadline_s))
+        out = t.guard.remove(
+            t.index,
+            a.ids,
+            keys=a.keys,
+            filters=a.filters,
+            deadline_s=self.deadline_for(a.index, a.deadline_s),
+        )
+        return self._remove_answer(t, out)
+
+    async def _aremove(self, a: RemoveArgs) -> Answer[Any, Any]:
+        t = await self._atarget(a.index)
+        out = await t.guard.aremove(
+            t.index,
+            a.ids,
+            keys=a.keys,
+            filters=a.filters,
+            deadline_s=self.deadline_for(a.index, a.deadline_s),
+        )
+        return self._remove_answer(t, out)
+
+    def _remove_answer(self, t: Target, out: Any) -> Answer[Any, Any]:
         ev = IndexEvidence(index=t.index, backend=t.backend_name)
         if isinstance(out, Removed):
             return OPS["remove"].result(
@@ -559,7 +771,10 @@ class Invoker:
                 ok=True,
                 message=out.message,
                 data=RemoveData(
-                    removed=out.removed, removed_ids=out.removed_ids, missing_ids=out.missing_ids
+                    removed=out.removed,
+                    removed_ids=out.removed_ids,
+                    missing_ids=out.missing_ids,
+                    missing_keys=out.missing_keys,
                 ),
                 evidence=ev,
             )  # type: ignore[return-value]
@@ -568,13 +783,273 @@ class Invoker:
     def _status(self, a: StatusArgs) -> Answer[Any, Any]:
         t = self.target(a.index)
         out = t.guard.status(t.index, deadline_s=self.deadline_for(a.index, a.deadline_s))
+        return self._status_answer("status", t, out)
+
+    async def _astatus(self, a: StatusArgs) -> Answer[Any, Any]:
+        t = await self._atarget(a.index)
+        out = await t.guard.astatus(t.index, deadline_s=self.deadline_for(a.index, a.deadline_s))
+        return self._status_answer("status", t, out)
+
+    def _status_answer(self, op: str, t: Target, out: Any) -> Answer[Any, Any]:
         ev = IndexEvidence(index=t.index, backend=t.backend_name)
         if isinstance(out, IndexStatus):
             data = StatusData.model_validate(out.model_dump(include=set(StatusData.model_fields)))
-            return OPS["status"].result(
-                op="status", code=out.code, ok=True, message=out.message, data=data, evidence=ev
+            return OPS[op].result(
+                op=op, code=out.code, ok=True, message=out.message, data=data, evidence=ev
             )  # type: ignore[return-value]
-        return _failure("status", out, ev)
+        return _failure(op, out, ev)
+
+    # -- the data interface: get, scan, indexes, drop --------------------------------------
+    def _get(self, a: GetArgs) -> Answer[Any, Any]:
+        t = self._plain_target(a.index)
+        out = t.guard.get(
+            t.index, a.ids, keys=a.keys, deadline_s=self.deadline_for(a.index, a.deadline_s)
+        )
+        return self._get_answer(t, out)
+
+    async def _aget(self, a: GetArgs) -> Answer[Any, Any]:
+        t = await self._atarget(a.index)
+        _not_fused(t)
+        out = await t.guard.aget(
+            t.index, a.ids, keys=a.keys, deadline_s=self.deadline_for(a.index, a.deadline_s)
+        )
+        return self._get_answer(t, out)
+
+    def _get_answer(self, t: Target, out: Any) -> Answer[Any, Any]:
+        ev = IndexEvidence(index=t.index, backend=t.backend_name)
+        if isinstance(out, Got):
+            data = GetData(
+                passages=out.passages, missing_ids=out.missing_ids, missing_keys=out.missing_keys
+            )
+            return OPS["get"].result(
+                op="get",
+                code=out.code,
+                ok=True,
+                message=out.message,
+                data=data,
+                evidence=ev,
+                untrusted=bool(out.passages),
+                notice=UNTRUSTED_NOTICE if out.passages else None,
+            )  # type: ignore[return-value]
+        return _failure("get", out, ev)
+
+    def _scan(self, a: ScanArgs) -> Answer[Any, Any]:
+        t = self._plain_target(a.index)
+        out = t.guard.scan(
+            t.index,
+            filters=a.filters,
+            after=a.after,
+            limit=a.limit,
+            deadline_s=self.deadline_for(a.index, a.deadline_s),
+        )
+        return self._scan_answer(t, out)
+
+    async def _ascan(self, a: ScanArgs) -> Answer[Any, Any]:
+        t = await self._atarget(a.index)
+        _not_fused(t)
+        out = await t.guard.ascan(
+            t.index,
+            filters=a.filters,
+            after=a.after,
+            limit=a.limit,
+            deadline_s=self.deadline_for(a.index, a.deadline_s),
+        )
+        return self._scan_answer(t, out)
+
+    def _scan_answer(self, t: Target, out: Any) -> Answer[Any, Any]:
+        ev = IndexEvidence(index=t.index, backend=t.backend_name)
+        if isinstance(out, Scanned):
+            return OPS["scan"].result(
+                op="scan",
+                code=out.code,
+                ok=True,
+                message=out.message,
+                data=ScanData(passages=out.passages, next_after=out.next_after),
+                evidence=ev,
+                untrusted=bool(out.passages),
+                notice=UNTRUSTED_NOTICE if out.passages else None,
+            )  # type: ignore[return-value]
+        return _failure("scan", out, ev)
+
+    def _lister(self, a: IndexesArgs) -> str:
+        if a.index is not None:
+            return a.index
+        if not self.config.defaults.backend:
+            raise InvalidRequest(
+                "this configuration has no default backend: name a configured index whose "
+                "backend to list",
+                field="index",
+            )
+        return "default"
+
+    def _indexes(self, a: IndexesArgs) -> Answer[Any, Any]:
+        t = self._plain_target(self._lister(a))
+        out = t.guard.indexes(deadline_s=self.deadline_for(t.index, a.deadline_s))
+        return self._indexes_answer(t, out)
+
+    async def _aindexes(self, a: IndexesArgs) -> Answer[Any, Any]:
+        t = await self._atarget(self._lister(a))
+        _not_fused(t)
+        out = await t.guard.aindexes(deadline_s=self.deadline_for(t.index, a.deadline_s))
+        return self._indexes_answer(t, out)
+
+    def _indexes_answer(self, t: Target, out: Any) -> Answer[Any, Any]:
+        ev = IndexEvidence(index="", backend=t.backend_name)
+        if isinstance(out, IndexList):
+            return OPS["indexes"].result(
+                op="indexes",
+                code=out.code,
+                ok=True,
+                message=out.message,
+                data=IndexesData(indexes=out.indexes),
+                evidence=ev,
+            )  # type: ignore[return-value]
+        return _failure("indexes", out, ev)
+
+    def _drop(self, a: DropArgs) -> Answer[Any, Any]:
+        t = self._plain_target(a.index)
+        _offers_drop(t)
+        out = t.guard.drop(t.index, deadline_s=self.deadline_for(a.index, a.deadline_s))
+        return self._status_answer("drop", t, out)
+
+    async def _adrop(self, a: DropArgs) -> Answer[Any, Any]:
+        t = await self._atarget(a.index)
+        _not_fused(t)
+        _offers_drop(t)
+        out = await t.guard.adrop(t.index, deadline_s=self.deadline_for(a.index, a.deadline_s))
+        return self._status_answer("drop", t, out)
+
+    def _plain_target(self, name: str) -> Target:
+        t = self.target(name)
+        _not_fused(t)
+        return t
+
+    # -- moving an index: export, import, copy -----------------------------------------------
+    def _roots(self) -> list[str]:
+        return [str(r) for r in self.folder_roots()]
+
+    def _export(self, a: ExportArgs) -> Answer[Any, Any]:
+        from indexplug.transfer import Exported, confined_output, export
+
+        t = self._plain_target(a.index)
+        path = confined_output(a.path, self._roots())
+        if path.exists() and not a.overwrite:
+            raise InvalidRequest(f"{a.path} exists (pass overwrite: true)", field="path")
+        out = export(
+            t.guard,
+            t.index,
+            path,
+            filters=a.filters,
+            progress=PROGRESS.get(),
+            deadline_s=self.deadline_for(a.index, a.deadline_s),
+        )
+        ev = IndexEvidence(index=t.index, backend=t.backend_name)
+        if isinstance(out, Exported):
+            return OPS["export"].result(
+                op="export",
+                code=out.code,
+                ok=True,
+                message=out.message,
+                data=ExportData(path=out.path, passages=out.passages, bytes=out.bytes),
+                evidence=ev,
+            )  # type: ignore[return-value]
+        return _failure("export", out, ev)
+
+    def _import(self, a: ImportArgs) -> Answer[Any, Any]:
+        from indexplug.transfer import Imported, import_, open_confined
+
+        t = self._plain_target(a.index)
+        with open_confined(a.path, self._roots()) as stream:
+            out = import_(
+                t.guard,
+                t.index,
+                stream,
+                max_bytes=a.max_bytes or t.max_bytes,
+                progress=PROGRESS.get(),
+                deadline_s=a.deadline_s,
+            )
+        ev = WriteEvidence(index=t.index, backend=t.backend_name)
+        if isinstance(out, Imported):
+            data = ImportData(
+                lines=out.lines, added=out.added, known=out.known, replaced=out.replaced
+            )
+            return OPS["import"].result(
+                op="import", code=out.code, ok=True, message=out.message, data=data, evidence=ev
+            )  # type: ignore[return-value]
+        if isinstance(out, OverBudget):
+            ev = ev.model_copy(
+                update={
+                    "max_bytes": out.max_bytes,
+                    "needed_bytes": out.needed_bytes,
+                    "check": out.check,
+                }
+            )
+            return OPS["import"].result(
+                op="import",
+                code=out.code,
+                ok=False,
+                message=out.message,
+                evidence=ev,
+                problem=Problem(reason=out.message),
+            )  # type: ignore[return-value]
+        return _failure("import", out, ev)
+
+    def _copy(self, a: CopyArgs) -> Answer[Any, Any]:
+        from indexplug.transfer import Copied, copy
+
+        src = self._plain_target(a.source)
+        dst = self._plain_target(a.index)
+        if (src.describe(), src.index) == (dst.describe(), dst.index):
+            raise InvalidRequest("the source and the target are the same index", field="index")
+        out = copy(
+            src.guard,
+            src.index,
+            dst.guard,
+            dst.index,
+            progress=PROGRESS.get(),
+            source_id=end_id(src),
+            target_id=end_id(dst),
+            restart=a.restart,
+            max_bytes=a.max_bytes or dst.max_bytes,
+            deadline_s=a.deadline_s,
+        )
+        ev = CopyEvidence(
+            index=dst.index,
+            backend=dst.backend_name,
+            source_index=src.index,
+            source_backend=src.backend_name,
+        )
+        if isinstance(out, Copied):
+            data = CopyData(
+                source=f"{src.backend_name}:{src.index}",
+                target=f"{dst.backend_name}:{dst.index}",
+                read=out.read,
+                added=out.added,
+                known=out.known,
+                resumed=out.resumed,
+                elapsed_s=out.elapsed_s,
+                verification=VerificationOut.model_validate(out.verification.model_dump()),
+            )
+            return OPS["copy"].result(
+                op="copy",
+                code=out.code,
+                ok=out.ok,
+                message=out.message,
+                data=data,
+                evidence=ev,
+                problem=None if out.ok else Problem(reason=out.message),
+            )  # type: ignore[return-value]
+        ev = ev.model_copy(update={"committed": getattr(out, "committed", None)})
+        if isinstance(out, OverBudget):
+            return OPS["copy"].result(
+                op="copy",
+                code=out.code,
+                ok=False,
+                message=out.message,
+                evidence=ev,
+                problem=Problem(reason=out.message),
+            )  # type: ignore[return-value]
+        return _failure("copy", out, ev)
 
     def readiness(self) -> list[IndexReadiness]:
         """Each configured index with its backend's readiness."""
@@ -700,6 +1175,7 @@ class Invoker:
             t.guard,
             resolved,
             t.index,
+            progress=PROGRESS.get(),
             max_bytes=max_bytes,
             max_chars=a.max_chars,
             overlap=a.overlap,
@@ -734,6 +1210,46 @@ class Invoker:
             evidence=ev,
             problem=problem,
         )  # type: ignore[return-value]
+
+
+def end_id(t: Target) -> str:
+    """How a copy's checkpoint names one end: ``BACKEND:INDEX``, and a digest of the backend's
+    settings when it has any (two stores of one backend with an index of the same name are
+    two ends; the settings themselves, secrets perhaps, are not written down)."""
+    base = f"{t.backend_name}:{t.index}"
+    settings = {k: v for k, v in t.options.items() if k != "backend"}
+    if not settings:
+        return base
+    blob = json.dumps(settings, sort_keys=True, default=str).encode()
+    return f"{base}#{hashlib.sha256(blob).hexdigest()[:16]}"
+
+
+def _not_fused(t: Target) -> None:
+    if t.backend_name == FUSION_BACKEND:
+        raise InvalidRequest(
+            f"'{t.index}' is a fusion of indexes: name one of its members", field="index"
+        )
+
+
+def _offers_drop(t: Target) -> None:
+    if not callable(getattr(t.guard.backend, "op_drop", None)):
+        raise InvalidRequest(f"backend '{t.backend_name}' does not offer 'drop'", field="index")
+
+
+def _batch_item(q: str, got: Answer[Any, Any]) -> BatchItem:
+    return BatchItem.model_validate({**got.model_dump(), "query": q})
+
+
+def _refused_item(t: Target, q: str, exc: InvalidRequest) -> BatchItem:
+    bad = BadRequest(index=t.index, field=exc.field, reason=str(exc))
+    return BatchItem(
+        op="search",
+        query=q,
+        code=bad.code,
+        ok=False,
+        message=bad.message,
+        problem=Problem(reason=bad.reason, field=bad.field),
+    )
 
 
 def folder_code(report: IngestReport) -> str:
