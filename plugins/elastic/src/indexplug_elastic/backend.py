@@ -26,24 +26,28 @@ from typing import Any, TypeVar
 import orjson
 from elasticsearch import ApiError
 from indexplug.deadlines import Deadline
+from indexplug.filters import ALL_OPS
 from indexplug.outcomes import (
     AddOutcome,
+    GetOutcome,
+    IndexesOutcome,
     IndexFailed,
     IndexStatus,
     Removed,
     RemoveOutcome,
+    ScanOutcome,
     SearchOutcome,
     StatusOutcome,
 )
-from indexplug.passages import MetadataValue, Passage
+from indexplug.passages import Passage
 from indexplug.protocols import Capabilities, Embedder, Granularity, Readiness
 
 from indexplug_elastic import bulk, reads, writes
 from indexplug_elastic.connection import Connection
 from indexplug_elastic.context import Context
-from indexplug_elastic.documents import filter_term
 from indexplug_elastic.failures import Failure, classify, failure, is_index_missing, late
-from indexplug_elastic.mapping import FILTERS, PROV, TERMS, TEXT, VECTOR, ForeignIndex
+from indexplug_elastic.filtering import terms_of
+from indexplug_elastic.mapping import LAYOUT, MO, MV, PID, PROV, TERMS, TEXT, VECTOR, ForeignIndex
 from indexplug_elastic.options import ElasticOptions, parse_options
 from indexplug_elastic.search import SCALES
 
@@ -73,6 +77,16 @@ class ElasticBackend:
         self.score_scale = SCALES[self.mode]
         self.capabilities = Capabilities(
             filters=True,
+            # Every operator, served by the bool queries of indexplug_elastic.filtering over
+            # typed keyword terms: exactly indexplug.filters.matches (held by a property test
+            # against it on a real server).
+            filter_operators=ALL_OPS,
+            get=True,
+            scan=True,
+            indexes=True,
+            # Caller keys are not claimed: Elasticsearch cannot replace one key's documents
+            # so that no reader sees both versions or neither (docs/backends/elastic.md).
+            keys=False,
             deletion=True,
             persistence=True,
             concurrent_writers=True,
@@ -108,6 +122,10 @@ class ElasticBackend:
     def close(self) -> None:
         self._cx.conn.close()
 
+    async def aclose(self) -> None:
+        """Close the async client of the running event loop (the blocking one stays)."""
+        await self._cx.conn.aclose()
+
     def _guarded(
         self, index: str, doing: str, deadline: Deadline, op: Callable[[], T]
     ) -> T | Failure:
@@ -118,18 +136,32 @@ class ElasticBackend:
             return t
         try:
             return op()
-        except ForeignIndex as exc:
-            return self._cx.failed(index, str(exc), "ForeignIndex")
         except Exception as exc:
-            out = failure(exc, index=index, backend=self.name, deadline=deadline, doing=doing)
-            written = getattr(exc, "partial", None)
-            if written is not None and written.done:
-                note = (
-                    f"; {len(written.done)} passage(s) were stored before that (adding them "
-                    "again reports them as known)"
-                )
-                out = out.model_copy(update={"reason": out.reason + note})
-            return out
+            return self._failed(exc, index, doing, deadline)
+
+    async def _aguarded(
+        self, index: str, doing: str, deadline: Deadline, plan: Callable[[], reads.Plan[T]]
+    ) -> T | Failure:
+        """:meth:`_guarded` for a read plan run on the event loop (:func:`reads.adrive`)."""
+        if t := late(index, self.name, deadline, doing):
+            return t
+        try:
+            return await reads.adrive(self._cx, deadline, plan())
+        except Exception as exc:
+            return self._failed(exc, index, doing, deadline)
+
+    def _failed(self, exc: Exception, index: str, doing: str, deadline: Deadline) -> Failure:
+        if isinstance(exc, ForeignIndex):
+            return self._cx.failed(index, str(exc), "ForeignIndex")
+        out = failure(exc, index=index, backend=self.name, deadline=deadline, doing=doing)
+        written = getattr(exc, "partial", None)
+        if written is not None and written.done:
+            note = (
+                f"; {len(written.done)} passage(s) were stored before that (adding them "
+                "again reports them as known)"
+            )
+            out = out.model_copy(update={"reason": out.reason + note})
+        return out
 
     def add(
         self, index: str, passages: Sequence[Passage], *, max_bytes: int | None, deadline: Deadline
@@ -152,7 +184,7 @@ class ElasticBackend:
         *,
         top_k: int,
         deadline: Deadline,
-        filters: Mapping[str, MetadataValue] | None = None,
+        filters: Any = None,
     ) -> SearchOutcome:
         es_index = self._cx.es_index(index)
         return self._guarded(
@@ -160,6 +192,82 @@ class ElasticBackend:
             "searching",
             deadline,
             lambda: reads.search(self._cx, index, es_index, query, top_k, filters, deadline),
+        )
+
+    async def asearch(
+        self,
+        index: str,
+        query: str,
+        *,
+        top_k: int,
+        deadline: Deadline,
+        filters: Any = None,
+    ) -> SearchOutcome:
+        """:meth:`search` on the event loop (``AsyncElasticsearch``; a query embedding on a
+        thread)."""
+        es_index = self._cx.es_index(index)
+        return await self._aguarded(
+            index,
+            "searching",
+            deadline,
+            lambda: reads.search_plan(self._cx, index, es_index, query, top_k, filters, deadline),
+        )
+
+    def get(
+        self, index: str, ids: Sequence[str], *, keys: Sequence[str] = (), deadline: Deadline
+    ) -> GetOutcome:
+        """Passages by id (``_mget``); a missing index has every id missing."""
+        es_index = self._cx.es_index(index)
+        plan = reads.get_plan(self._cx, index, es_index, ids, keys, deadline)
+        return self._guarded(
+            index, "reading passages", deadline, lambda: reads.drive(self._cx, deadline, plan)
+        )
+
+    async def aget(
+        self, index: str, ids: Sequence[str], *, keys: Sequence[str] = (), deadline: Deadline
+    ) -> GetOutcome:
+        """:meth:`get` on the event loop."""
+        es_index = self._cx.es_index(index)
+        return await self._aguarded(
+            index,
+            "reading passages",
+            deadline,
+            lambda: reads.get_plan(self._cx, index, es_index, ids, keys, deadline),
+        )
+
+    def scan(
+        self, index: str, *, filters: Any, after: str | None, limit: int, deadline: Deadline
+    ) -> ScanOutcome:
+        """A page in id order (sorted on ``pid``, ``search_after`` the cursor)."""
+        es_index = self._cx.es_index(index)
+        plan = reads.scan_plan(self._cx, index, es_index, filters, after, limit, deadline)
+        return self._guarded(
+            index, "scanning", deadline, lambda: reads.drive(self._cx, deadline, plan)
+        )
+
+    async def ascan(
+        self, index: str, *, filters: Any, after: str | None, limit: int, deadline: Deadline
+    ) -> ScanOutcome:
+        """:meth:`scan` on the event loop."""
+        es_index = self._cx.es_index(index)
+        return await self._aguarded(
+            index,
+            "scanning",
+            deadline,
+            lambda: reads.scan_plan(self._cx, index, es_index, filters, after, limit, deadline),
+        )
+
+    def indexes(self, *, deadline: Deadline) -> IndexesOutcome:
+        """The marked indexes under this backend's ``prefix``, with their counts."""
+        plan = reads.indexes_plan(self._cx, deadline)
+        return self._guarded(
+            "", "listing indexes", deadline, lambda: reads.drive(self._cx, deadline, plan)
+        )
+
+    async def aindexes(self, *, deadline: Deadline) -> IndexesOutcome:
+        """:meth:`indexes` on the event loop."""
+        return await self._aguarded(
+            "", "listing indexes", deadline, lambda: reads.indexes_plan(self._cx, deadline)
         )
 
     def remove(self, index: str, ids: Sequence[str], *, deadline: Deadline) -> RemoveOutcome:
@@ -287,7 +395,7 @@ class ElasticBackend:
             if key in changes:
                 prov[key] = changes[key]
         text = str(changes.get("text", old[TEXT]))
-        doc = self._structure(meta, old[TEXT], prov.get("metadata") or {}, also=text)
+        doc = self._structure(meta, passage_id, old[TEXT], prov.get("metadata") or {}, also=text)
         doc[TEXT] = text
         doc[PROV] = orjson.dumps(prov).decode()
         client.index(index=es_index, id=passage_id, document=doc, refresh=True)
@@ -306,7 +414,7 @@ class ElasticBackend:
             if PROV not in old:
                 continue  # its record is gone already
             prov = orjson.loads(old[PROV])
-            doc = self._structure(meta, old[TEXT], prov.get("metadata") or {})
+            doc = self._structure(meta, pid, old[TEXT], prov.get("metadata") or {})
             if meta.analysis != "client":
                 doc[TEXT] = old[TEXT]
             client.index(index=es_index, id=pid, document=doc, refresh=True)
@@ -324,11 +432,14 @@ class ElasticBackend:
         return es_index, client, meta, source
 
     def _structure(
-        self, meta: Any, text: str, metadata: Mapping[str, Any], *, also: str = ""
+        self, meta: Any, pid: str, text: str, metadata: Mapping[str, Any], *, also: str = ""
     ) -> dict[str, Any]:
         """What searches match for a passage of ``text`` (and ``also``'s terms): the client's
         terms, the vector of ``text`` and the filter terms of ``metadata``."""
-        doc: dict[str, Any] = {FILTERS: [filter_term(k, v) for k, v in metadata.items()]}
+        doc: dict[str, Any] = {}
+        if meta.layout >= LAYOUT:
+            doc[MV], doc[MO] = terms_of(metadata)
+            doc[PID] = pid
         if meta.analysis == "client":
             doc[TERMS] = self._cx.analysis.analyze(f"{text} {also}".strip())
         if meta.embedder is not None and self.opts.embedder:

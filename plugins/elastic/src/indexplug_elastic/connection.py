@@ -14,14 +14,16 @@ never on timeouts (which would double the time spent) nor on error statuses (whi
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from elastic_transport import ConnectionError as TransportConnectionError
 from elastic_transport import ConnectionTimeout
-from elasticsearch import ApiError, Elasticsearch
+from elasticsearch import ApiError, AsyncElasticsearch, Elasticsearch
 from elasticsearch.serializer import OrjsonSerializer
 from indexplug.deadlines import Deadline
 from indexplug.protocols import Readiness
@@ -74,34 +76,64 @@ class Connection:
         self._environ = environ
         self._client: Elasticsearch | None = None
         self._views: dict[tuple[int, bool], Elasticsearch] = {}
+        # One async client per event loop: an aiohttp session belongs to the loop it was made
+        # on, and a caller may run several loops (one per thread, or asyncio.run after another).
+        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncElasticsearch]
+        self._aclients = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+
+    def _client_kwargs(self) -> dict[str, Any]:
+        o = self.opts
+        kwargs: dict[str, Any] = credentials(o, self._environ)
+        if o.ca_certs:
+            kwargs["ca_certs"] = o.ca_certs
+        if any(h.startswith("https://") for h in o.hosts):
+            kwargs["verify_certs"] = o.verify_certs
+            if not o.verify_certs:
+                kwargs["ssl_show_warn"] = False
+        return dict(
+            hosts=list(o.hosts),
+            request_timeout=o.request_timeout,
+            max_retries=max(2, len(o.hosts)),
+            retry_on_timeout=False,
+            # A 503 ("no master", "no shard copy") is an answer to report, not to retry on
+            # another node: a retry that then meets a stopped node would turn the real reason
+            # into "connection refused".  Connection errors still fail over.
+            retry_on_status=(),
+            # orjson parses search responses (100 passages of text) several times faster
+            # than the standard library; it is a dependency of this plugin.
+            serializer=OrjsonSerializer(),
+            **kwargs,
+        )
 
     def client(self) -> Elasticsearch:
         with self._lock:
             if self._client is None:
-                o = self.opts
-                kwargs: dict[str, Any] = credentials(o, self._environ)
-                if o.ca_certs:
-                    kwargs["ca_certs"] = o.ca_certs
-                if any(h.startswith("https://") for h in o.hosts):
-                    kwargs["verify_certs"] = o.verify_certs
-                    if not o.verify_certs:
-                        kwargs["ssl_show_warn"] = False
-                self._client = Elasticsearch(
-                    list(o.hosts),
-                    request_timeout=o.request_timeout,
-                    max_retries=max(2, len(o.hosts)),
-                    retry_on_timeout=False,
-                    # A 503 ("no master", "no shard copy") is an answer to report, not to retry
-                    # on another node: a retry that then meets a stopped node would turn the
-                    # real reason into "connection refused".  Connection errors still fail over.
-                    retry_on_status=(),
-                    # orjson parses search responses (100 passages of text) several times
-                    # faster than the standard library; it is a dependency of this plugin.
-                    serializer=OrjsonSerializer(),
-                    **kwargs,
-                )
+                self._client = Elasticsearch(**self._client_kwargs())
             return self._client
+
+    def aclient(self) -> AsyncElasticsearch:
+        """The async client of the running event loop (made on first use there)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._aclients.get(loop)
+            if client is None:
+                client = self._aclients[loop] = AsyncElasticsearch(**self._client_kwargs())
+            return client
+
+    def awithin(self, deadline: Deadline) -> AsyncElasticsearch:
+        """:meth:`aclient` with a request timeout no longer than what is left of
+        ``deadline``."""
+        left = min(self.opts.request_timeout, deadline.remaining())
+        return self.aclient().options(request_timeout=max(MIN_REQUEST_S, left))
+
+    async def aclose(self) -> None:
+        """Close the async client of the running loop (if one was made)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._aclients.pop(loop, None)
+        if client is not None:
+            await client.close()
 
     def within(self, deadline: Deadline, *, single_try: bool = False) -> Elasticsearch:
         """The client with a request timeout no longer than what is left of ``deadline``
@@ -180,6 +212,21 @@ class Connection:
     def close(self) -> None:
         with self._lock:
             self._views.clear()
+            aclients = list(self._aclients.items())
+            self._aclients.clear()
+            for loop, aclient in aclients:
+                # Closed where that can be done without blocking: on a loop that is not
+                # running (a finished asyncio.run leaves its loop closed, and its sessions go
+                # with it); a running loop's client is closed on that loop.
+                try:
+                    if loop.is_closed():
+                        continue
+                    if loop.is_running():
+                        asyncio.run_coroutine_threadsafe(aclient.close(), loop)
+                    else:
+                        loop.run_until_complete(aclient.close())
+                except Exception:
+                    pass
             if self._client is not None:
                 try:
                     self._client.close()

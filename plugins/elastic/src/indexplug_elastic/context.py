@@ -26,6 +26,7 @@ from indexplug_elastic.mapping import ForeignIndex, IndexMeta, mappings, setting
 from indexplug_elastic.options import ElasticOptions
 
 NAME = "elastic"
+SHARD_ROWS: dict[str, Any] = {"format": "json", "h": "prirep,state,unassigned.reason"}
 COUNTS = CountCache()
 """Passage counts of the process's Elasticsearch indexes (by cluster and index), kept for
 ``count_ttl_s`` and forgotten by every write made through this backend in this process."""
@@ -125,12 +126,20 @@ class Context:
                 self._metas.pop(es_index, None)
                 return None
             raise
-        entry = resp.body.get(es_index)
+        return self.read_meta(es_index, resp.body)
+
+    def read_meta(self, es_index: str, body: Any) -> IndexMeta:
+        """The facts in a ``GET /<index>/_mapping`` answer (kept); ForeignIndex if not ours."""
+        entry = body.get(es_index)
         if entry is None:  # an alias pointing elsewhere: not an index we made
             raise ForeignIndex(f"'{es_index}' is an alias, not an indexplug index")
         meta = IndexMeta.from_mapping(es_index, entry)
         self._metas[es_index] = meta
         return meta
+
+    def drop_meta(self, es_index: str) -> None:
+        """Forget the cached facts of an index found missing."""
+        self._metas.pop(es_index, None)
 
     def server_analyzes(self, client: Elasticsearch, analyzer: str) -> bool:
         """Whether the server knows ``analyzer`` (asked once per backend instance)."""
@@ -240,11 +249,14 @@ class Context:
         found none available met a shard in the last step of starting, and may be asked
         again) or ``missing`` (anything else, or the shards could not be listed)."""
         try:
-            rows: Any = client.cat.shards(
-                index=es_index, format="json", h="prirep,state,unassigned.reason"
-            )
+            rows: Any = client.cat.shards(index=es_index, **SHARD_ROWS)
         except Exception:
             return "missing"
+        return Context.primaries_of(rows)
+
+    @staticmethod
+    def primaries_of(rows: Any) -> str:
+        """:meth:`primaries` from the rows of ``_cat/shards`` (``SHARD_ROWS``)."""
         primaries = [r for r in rows if r.get("prirep") == "p"]
         waiting = [r for r in primaries if r.get("state") != "STARTED"]
         if primaries and not waiting:

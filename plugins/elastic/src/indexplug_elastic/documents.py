@@ -16,7 +16,6 @@ refused, not served.  A document a search finds without its record raises
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -24,45 +23,24 @@ from typing import Any
 import numpy as np
 import orjson
 from indexplug.outcomes import Hit
-from indexplug.passages import MetadataValue, Passage, passage_from_provenance, provenance_json
+from indexplug.passages import Passage, passage_from_provenance, provenance_json
 
 from indexplug_elastic.analysis import EnglishAnalysis
-from indexplug_elastic.mapping import FILTERS, PROV, TERMS, TEXT, VECTOR
-
-LONG_VALUE = 256
-"""Metadata values longer than this are filtered on by their SHA-256 (a keyword term is limited
-to 32 KiB, and nobody types a long value into a filter by hand anyway)."""
-
-
-def filter_term(key: str, value: MetadataValue) -> str:
-    """One metadata entry as one keyword: ``key NUL type:value``.
-
-    The type tag keeps equality strict (``True``, ``1``, ``1.0`` and ``"1"`` differ, as they do
-    for the kit's filter check); ``repr`` of a float round-trips exactly.
-    """
-    if isinstance(value, bool):
-        typed = f"b:{'true' if value else 'false'}"
-    elif isinstance(value, int):
-        typed = f"i:{value}"
-    elif isinstance(value, float):
-        typed = f"f:{value!r}"
-    else:
-        typed = f"s:{value}"
-    if len(typed) > LONG_VALUE:
-        digest = hashlib.sha256(typed[2:].encode("utf-8", "surrogatepass")).hexdigest()
-        typed = f"{typed[:2]}sha256:{digest}"
-    return f"{key}\x00{typed}"
+from indexplug_elastic.filtering import terms_of
+from indexplug_elastic.mapping import MO, MV, PID, PROV, TERMS, TEXT, VECTOR
 
 
 def document(
     p: Passage, *, analysis: EnglishAnalysis | None, vector: np.ndarray | None = None
 ) -> dict[str, Any]:
-    """The ``_source`` sent for ``p`` (``terms`` only with client analysis)."""
+    """The ``_source`` sent for ``p`` (``terms`` only with client analysis; ``pid`` and ``mv``
+    are indexed but left out of what is stored, see :mod:`~indexplug_elastic.mapping`)."""
     doc: dict[str, Any] = {
         TEXT: p.text,
         PROV: provenance_json(p),
-        FILTERS: [filter_term(k, v) for k, v in p.metadata.items()],
+        PID: p.id,
     }
+    doc[MV], doc[MO] = terms_of(p.metadata)
     if analysis is not None:
         doc[TERMS] = analysis.analyze(p.text)
     if vector is not None and _usable(vector):
@@ -90,6 +68,20 @@ class RecordLost(Exception):
     """A document a search found holds no passage record (no ``text`` or ``prov`` in its
     ``_source``): deleted behind the postings or vector that matched, or not written by this
     plugin.  The index can no longer say what it holds; the backend answers ``INDEX_FAILED``."""
+
+
+def record_of(doc_id: str, source: Any) -> Passage:
+    """The passage a document's ``_source`` records (not checked: the guard checks it);
+    :class:`RecordLost` when it holds no record."""
+    try:
+        text, prov = source[TEXT], source[PROV]
+    except (KeyError, TypeError):
+        raise RecordLost(
+            f"document {str(doc_id)[:12]}... holds no passage record (its text or provenance "
+            "is gone, deleted behind the index's postings or vectors); the index cannot be "
+            "trusted: rebuild it"
+        ) from None
+    return passage_from_provenance(doc_id, text, prov)
 
 
 def _hit(rank: int, doc_id: str, score: float, source: Any, scale: str) -> Hit:

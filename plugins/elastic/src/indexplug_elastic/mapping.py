@@ -17,6 +17,12 @@ Fields (``dynamic: strict``, so nothing else can creep in):
 * ``filter_terms``: one keyword per metadata entry, ``key NUL type:value``, for equality
   filters that respect types (``1``, ``1.0``, ``True`` and ``"1"`` are four different values);
   left out of ``_source``.
+* ``pid``: the passage id as a keyword with doc values: ``scan`` sorts on it and pages with
+  ``search_after`` (sorting on ``_id`` needs fielddata, which Elasticsearch 8 refuses);
+* ``mv`` and ``mo``: the metadata as typed keyword terms, for equality and for order
+  (:mod:`indexplug_elastic.filtering`), so operator filters are exactly
+  :func:`indexplug.filters.matches`; left out of ``_source``.
+  It replaces ``filter_terms``, which new documents no longer get;
 * ``vector``: the passage embedding (``dense_vector``, cosine, float HNSW) when the index has an
   embedder; left out of ``_source`` (it lives in the vector index; JSON floats would triple the
   stored size).
@@ -29,6 +35,10 @@ from typing import Any, Literal
 
 MARK = "indexplug"
 SCHEMA = 1
+LAYOUT = 2
+"""Fields of the documents: 1, the first (no ``pid``, ``mv``); 2, with them.  An index of
+layout 1 is upgraded in place when first written, scanned or filtered
+(:mod:`indexplug_elastic.upgrade`); its schema stays 1, so an older plugin still reads it."""
 BACKEND = "elastic"
 
 TEXT = "text"
@@ -36,6 +46,15 @@ TERMS = "terms"
 PROV = "prov"
 FILTERS = "filter_terms"
 VECTOR = "vector"
+PID = "pid"
+MV = "mv"
+MO = "mo"
+NEW_FIELDS: dict[str, Any] = {
+    PID: {"type": "keyword"},
+    # Only ever matched with term and range queries: no doc values (those serve sorting).
+    MV: {"type": "keyword", "doc_values": False},
+    MO: {"type": "keyword", "doc_values": False},
+}
 
 
 class ForeignIndex(Exception):
@@ -52,6 +71,7 @@ class IndexMeta:
     dim: int | None = None
     max_bytes: int | None = None
     schema: int = SCHEMA
+    layout: int = LAYOUT
 
     @property
     def search_field(self) -> str:
@@ -59,6 +79,9 @@ class IndexMeta:
 
     def with_budget(self, max_bytes: int) -> IndexMeta:
         return replace(self, max_bytes=max_bytes)
+
+    def upgraded(self) -> IndexMeta:
+        return replace(self, layout=LAYOUT)
 
     def to_meta(self) -> dict[str, Any]:
         return {
@@ -71,6 +94,7 @@ class IndexMeta:
                     {"name": self.embedder, "dim": self.dim} if self.embedder is not None else None
                 ),
                 "max_bytes": self.max_bytes,
+                "layout": self.layout,
             }
         }
 
@@ -95,6 +119,11 @@ class IndexMeta:
         if analysis not in ("client", "server"):
             raise ForeignIndex(f"Elasticsearch index '{es_index}' has an unknown analysis mode")
         budget = mark.get("max_bytes")
+        props = (mapping.get("mappings") or {}).get("properties") or {}
+        layout = mark.get("layout")
+        complete = all(f in props for f in NEW_FIELDS)
+        if not (isinstance(layout, int) and layout >= LAYOUT and complete):
+            layout = 1
         return cls(
             analysis=analysis,
             analyzer=str(mark.get("analyzer") or "standard"),
@@ -102,6 +131,7 @@ class IndexMeta:
             dim=int(emb["dim"]) if isinstance(emb, dict) else None,
             max_bytes=int(budget) if isinstance(budget, int) else None,
             schema=SCHEMA,
+            layout=layout,
         )
 
 
@@ -118,8 +148,9 @@ def mappings(meta: IndexMeta) -> dict[str, Any]:
         PROV: {"type": "keyword", "index": False, "doc_values": False},
         # Only ever matched with ``term`` filters: no doc values (those serve sorting).
         FILTERS: {"type": "keyword", "doc_values": False},
+        **NEW_FIELDS,
     }
-    excludes = [FILTERS]
+    excludes = [FILTERS, *NEW_FIELDS]
     if meta.analysis == "client":
         props[TERMS] = {"type": "text", "analyzer": "whitespace", "index_options": "freqs"}
         excludes.append(TERMS)

@@ -24,10 +24,10 @@ from typing import Any, NamedTuple
 import numpy as np
 import orjson
 from indexplug.outcomes import ScoreScale
-from indexplug.passages import MetadataValue
 
-from indexplug_elastic.documents import cosine_of, filter_term
-from indexplug_elastic.mapping import FILTERS, VECTOR
+from indexplug_elastic.documents import cosine_of
+from indexplug_elastic.filtering import filter_query
+from indexplug_elastic.mapping import VECTOR
 
 MAX_QUERY_TERMS = 1024
 """Analysed query terms sent at most (the first ones).  Lucene refuses a query of more clauses
@@ -72,8 +72,11 @@ class Ranked(NamedTuple):
     source: Mapping[str, Any]
 
 
-def filter_clauses(filters: Mapping[str, MetadataValue] | None) -> list[dict[str, Any]]:
-    return [{"term": {FILTERS: filter_term(k, v)}} for k, v in (filters or {}).items()]
+def filter_clauses(filters: Any) -> list[dict[str, Any]]:
+    """The filter clauses of ``filters`` (a parsed filter or an equality map; see
+    :mod:`indexplug_elastic.filtering`)."""
+    query = filter_query(filters)
+    return [] if query is None else [query]
 
 
 def lexical_body(
@@ -81,7 +84,7 @@ def lexical_body(
     text: str,
     *,
     size: int,
-    filters: Mapping[str, MetadataValue] | None,
+    filters: Any,
     timeout_ms: int,
 ) -> dict[str, Any]:
     match: dict[str, Any] = {"match": {field: {"query": text}}}
@@ -100,7 +103,7 @@ def knn_body(
     vector: np.ndarray,
     *,
     k: int,
-    filters: Mapping[str, MetadataValue] | None,
+    filters: Any,
     timeout_ms: int,
 ) -> dict[str, Any]:
     knn: dict[str, Any] = {

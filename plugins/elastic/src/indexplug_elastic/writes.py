@@ -34,6 +34,7 @@ from indexplug_elastic.context import Context
 from indexplug_elastic.documents import document, dumps
 from indexplug_elastic.failures import error_reason
 from indexplug_elastic.mapping import IndexMeta
+from indexplug_elastic.upgrade import ensure_layout
 
 FIRST_WRITE_FACTOR = 1.5
 """Projected bytes on disk per byte of passage JSON while an index holds nothing to average
@@ -60,6 +61,8 @@ def add(
     problem = cx.embedder_problem(meta, writing=True)
     if problem:
         return cx.failed(index, problem, "EmbedderMismatch")
+    # new documents carry ``pid`` and ``mv``: an index of an older layout gets them first
+    meta = ensure_layout(cx, es_index, meta, deadline)
     budget = effective_max_bytes(meta.max_bytes, requested)
     ids = [p.id for p in passages]
     known: set[str] = set()
