@@ -268,12 +268,12 @@ class Segment:
     def after(self, after: str | None) -> NDArray[np.int64]:
         """Local numbers of the passages whose id is above ``after``, in ascending id order."""
         if after is None:
-            return self._id_order.astype(np.int64)
+            return self._id_order.astype(np.int64, copy=False)
         raw = after.encode("utf-8")
         # ids are ASCII hex, so byte order is string order; a longer cursor sorts right after
         # its first 64 bytes, which no id (at most 64 bytes) passes but by being larger
         start = int(np.searchsorted(self._sorted_ids, np.bytes_(raw[:64]), side="right"))
-        return self._id_order[start:].astype(np.int64)
+        return self._id_order[start:].astype(np.int64, copy=False)
 
     def block(self, doc: int) -> Block:
         """Passage ``doc``'s token vectors, views into the memory maps."""

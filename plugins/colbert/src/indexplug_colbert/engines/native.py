@@ -20,8 +20,9 @@ and every live passage is scored exactly (the same arithmetic, so results agree)
 
 from __future__ import annotations
 
+import heapq
 import os
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -261,29 +262,18 @@ class NativeIndex:
     def scan(
         self, after: str | None, limit: int, filters: Filter | None, deadline: Deadline
     ) -> tuple[list[Passage], bool]:
+        """A merge of the segments' id orders from the cursor on (each segment keeps its ids
+        sorted), so a page costs what it reads, not what the index holds."""
         snap = self._snapshot()
-        ids: list[np.ndarray] = []
-        where: list[np.ndarray] = []
-        for s, view in enumerate(snap.views):
-            docs = view.segment.after(after)
-            if view.alive is not None:
-                docs = docs[view.alive[docs]]
-            ids.append(view.segment.ids[docs])
-            where.append(np.stack([np.full(len(docs), s, dtype=np.int64), docs], axis=1))
-        if not ids:
-            return [], False
-        every, places = np.concatenate(ids), np.concatenate(where)
-        order = np.argsort(every, kind="stable")
+        merged = heapq.merge(*(_in_id_order(s, v, after) for s, v in enumerate(snap.views)))
         page: list[Passage] = []
         last = b""
-        for n, j in enumerate(order.tolist()):
+        for n, (pid, s, d) in enumerate(merged):
             if n % SCAN_CHECK == 0:
                 check_deadline(deadline, "scanning")
-            pid = bytes(every[j])
             if pid == last:
                 continue  # one id live twice: served once
             last = pid
-            s, d = int(places[j, 0]), int(places[j, 1])
             seg = snap.views[s].segment
             if filters is not None and not matches(filters, seg.facets().metadata[d]):
                 continue
@@ -556,6 +546,18 @@ class NativeIndex:
 
     def close(self) -> None:
         self.store.close()
+
+
+def _in_id_order(s: int, view: SegmentView, after: str | None) -> Iterator[tuple[bytes, int, int]]:
+    """``(id, s, local number)`` of the segment's live passages above ``after``, by id."""
+    docs = view.segment.after(after)
+    ids = view.segment.ids
+    for start in range(0, len(docs), SCAN_CHECK):
+        chunk = docs[start : start + SCAN_CHECK]
+        if view.alive is not None:
+            chunk = chunk[view.alive[chunk]]
+        for d, pid in zip(chunk.tolist(), ids[chunk].tolist(), strict=True):
+            yield pid, s, d
 
 
 def _keyed(snap: Snapshot, keys: Sequence[str]) -> dict[str, list[tuple[int, int]]]:
