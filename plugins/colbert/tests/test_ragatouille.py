@@ -20,11 +20,13 @@ import pytest
 from conftest import corpus
 from indexplug import Guard, get_registry
 from indexplug.outcomes import (
+    Got,
     Indexed,
     IndexEmpty,
     IndexStatus,
     IndexUnavailable,
     Removed,
+    Scanned,
     Searched,
 )
 from indexplug.testing import (
@@ -32,9 +34,16 @@ from indexplug.testing import (
     BackendFactory,
     ConcurrentWritersConformance,
     DeletionConformance,
+    DropConformance,
+    FiltersConformance,
+    GetConformance,
+    IndexesConformance,
+    KeysConformance,
     KitSettings,
     MultiprocessWritersConformance,
+    OperatorFiltersConformance,
     PersistenceConformance,
+    ScanConformance,
     SeparateRecordsConformance,
 )
 from indexplug_colbert import ColbertBackend, Explanation
@@ -134,7 +143,14 @@ def test_unknown_engine_settings_are_refused(tmp_path: Path) -> None:
 class TestColbertRagatouilleConformance(
     BackendConformance,
     DeletionConformance,
+    DropConformance,
+    FiltersConformance,
+    GetConformance,
+    IndexesConformance,
+    KeysConformance,
+    OperatorFiltersConformance,
     PersistenceConformance,
+    ScanConformance,
     ConcurrentWritersConformance,
     MultiprocessWritersConformance,
     SeparateRecordsConformance,
@@ -292,3 +308,39 @@ def test_rerank_and_explain(rmake: Callable[..., Slow]) -> None:
     assert ex.score == pytest.approx(rr.hits[0].score, rel=0.05)
     texts = {m.passage_text for m in ex.matches}
     assert "violin" in texts and "strings" in texts
+
+
+@real
+def test_get_scan_keys_and_filters(rmake: Callable[..., Slow]) -> None:
+    """The data interface on this engine: get and scan from its records, a keyed upsert in
+    one generation (and by tombstones when nothing is new), filters ranked before top_k."""
+    from indexplug import Passage
+
+    g = rmake()
+    ps = [
+        Passage.create(p.text, p.source.uri, metadata={"n": i, "tags": ["odd"] if i % 2 else None})
+        for i, p in enumerate(_kit_like(12))
+    ]
+    doc = [Passage.create(f"violin strings part {i}", f"mem://doc/{i}", key="D") for i in range(3)]
+    assert isinstance(g.add("docs", ps + doc), Indexed)
+    got = g.get("docs", [ps[0].id, "f" * 64], keys=["D", "none"])
+    assert isinstance(got, Got) and {p.id for p in got.passages} == {ps[0].id, *(p.id for p in doc)}
+    assert got.missing_ids == ["f" * 64] and got.missing_keys == ["none"]
+    page = g.scan("docs", filters={"n": {"$gte": 6}}, limit=4)
+    assert isinstance(page, Scanned) and len(page.passages) == 4 and page.next_after
+    rest = g.scan("docs", filters={"n": {"$gte": 6}}, after=page.next_after, limit=10)
+    assert isinstance(rest, Scanned) and rest.next_after is None
+    ids = [p.id for p in page.passages + rest.passages]
+    assert ids == sorted(ids) and set(ids) == {p.id for p in ps[6:]}
+    # the best matches for "violin strings" fail the filter: still top_k passing hits
+    found = g.search("docs", "violin strings", top_k=3, filters={"tags": "odd"})
+    assert isinstance(found, Searched) and len(found.hits) == 3
+    assert all(h.passage.metadata["tags"] == ["odd"] for h in found.hits)
+    out = g.add("docs", [doc[0], Passage.create("cello bow", "mem://doc/new", key="D")])
+    assert isinstance(out, Indexed) and (out.added, out.known, out.replaced) == (1, 1, 2)
+    out = g.add("docs", [doc[0]])  # nothing new: the rest of D tombstoned
+    assert isinstance(out, Indexed) and (out.added, out.replaced) == (0, 1)
+    got = g.get("docs", [], keys=["D"])
+    assert isinstance(got, Got) and [p.id for p in got.passages] == [doc[0].id]
+    listed = g.indexes()
+    assert [(i.name, i.passages) for i in listed.indexes] == [("docs", 13)]  # type: ignore[union-attr]
