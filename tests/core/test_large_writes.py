@@ -266,6 +266,25 @@ def test_a_write_that_hits_its_deadline_keeps_what_it_committed() -> None:
     assert sorted(store.new) == sorted(p.id for p in MANY)
 
 
+def test_a_failed_first_batch_of_a_batched_write_committed_nothing() -> None:
+    out = Guard(Store({1: OSError("disk full")})).add("docs", MANY)
+    assert type(out) is IndexFailed and out.committed == 0
+
+
+def test_a_write_of_one_batch_answers_the_backends_own_failure() -> None:
+    own = IndexFailed(index="docs", backend="store", reason="disk full")
+    out = Guard(Store({1: own})).add("docs", MANY[:10])
+    assert type(out) is IndexFailed and out.reason == "disk full" and out.committed is None
+
+
+@pytest.mark.parametrize("own, counted", [(40, 40), (88, 88), (0, 0), (89, 0), (10**6, 0)])
+def test_what_the_failing_batch_itself_stored_is_counted(own: int, counted: int) -> None:
+    # the third batch holds 88 passages: a claim of more is no count of it, and is not added
+    failure = IndexFailed(index="docs", backend="store", reason="disk full", committed=own)
+    out = Guard(Store({3: failure})).add("docs", MANY)
+    assert type(out) is IndexFailed and out.committed == 2 * WRITE_BATCH + counted
+
+
 def test_an_over_budget_batch_ends_the_write() -> None:
     refusal = OverBudget(
         index="docs", backend="store", max_bytes=10, needed_bytes=20, check="projected"

@@ -502,9 +502,13 @@ class Guard:
         good = [o for o in outs if isinstance(o, Indexed)]
         last = outs[-1]
         if not isinstance(last, Indexed):
-            if len(outs) == 1 or not hasattr(last, "committed"):
-                return last
+            if len(plan.chunks) == 1 or not hasattr(last, "committed"):
+                return last  # one batch: the backend's own answer, as it gave it
             stored = sum(o.added + o.known for o in good)
+            # what the failing batch itself says it stored, when that is a count of it
+            own = last.committed
+            if type(own) is int and 0 <= own <= len(plan.chunks[len(outs) - 1]):
+                stored += own
             return last.model_copy(update={"committed": stored})
         if len(good) == 1:
             merged = good[0]
