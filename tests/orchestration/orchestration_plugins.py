@@ -4,6 +4,7 @@ launcher calls it before starting the server so a subprocess has them too."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -80,7 +81,7 @@ class StoreBackend(_Base):
     every filter operator), for the transfer and surface tests.  Stores are process-wide, by
     the ``store`` option, so two targets with one ``store`` see the same indexes; ``scale``
     names its score scale (words shared with the query, higher is better); ``delay_s`` makes
-    each search sleep."""
+    each search sleep (``asearch``, its native coroutine form, sleeps without a thread)."""
 
     name = "test-store"
     STORES: dict[str, dict[str, dict[str, object]]] = {}
@@ -122,6 +123,9 @@ class StoreBackend(_Base):
     def search(self, index, query, *, top_k, deadline, filters=None):
         if self.delay_s:
             time.sleep(self.delay_s)
+        return self._search(index, query, top_k, filters)
+
+    def _search(self, index, query, top_k, filters):
         ix = self.indexes_.get(index, {})
         if not ix:
             return IndexEmpty(index=index)
@@ -143,6 +147,12 @@ class StoreBackend(_Base):
         return Searched(
             index=index, backend=self.name, hits=hits, searched=len(ix), scale=self.score_scale
         )
+
+    async def asearch(self, index, query, *, top_k, deadline, filters=None):
+        """The native coroutine form (as an HTTP client's would be): a delay holds no thread."""
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        return self._search(index, query, top_k, filters)
 
     def remove(self, index, ids, *, deadline):
         with self.LOCK:
