@@ -26,10 +26,11 @@ from indexplug import (
 )
 from indexplug.deadlines import Deadline
 from indexplug.embedders.hashing import HashingEmbedder
+from indexplug.filters import values_of
 from indexplug.passages import provenance_json
 from indexplug.plugins import get_registry
 from indexplug.protocols import Granularity, Vector
-from indexplug_chroma import ChromaBackend, ChromaSettings, sizes
+from indexplug_chroma import ChromaBackend, ChromaSettings, fields, sizes
 from indexplug_chroma.stores import collection_name
 
 MakeGuard = Callable[..., Guard]
@@ -80,22 +81,26 @@ def test_known_ids_are_reported_and_not_written_again(make_guard: MakeGuard) -> 
     assert g.status("docs").passages == 6  # type: ignore[union-attr]
 
 
-def test_filters_are_typed_equality(make_guard: MakeGuard) -> None:
+def test_filters_follow_the_reference_meaning(make_guard: MakeGuard) -> None:
+    """Equality is by JSON type as :func:`indexplug.filters.matches` defines it: ``1`` and
+    ``1.0`` are one number (Chroma's typed fields compare both), ``true`` is not ``1``."""
     g = make_guard()
     ps = corpus(20)
     ps.append(full_passage("otters again, weighted one as an int", 99, weight=1, topic="otters"))
+    ps.append(full_passage("otters once more, weighted true", 98, weight=True, topic="otters"))
     g.add("docs", ps)
     out = g.search("docs", "otters", top_k=50, filters={"topic": "otters"})
     assert isinstance(out, Searched)
-    assert {h.passage.metadata["topic"] for h in out.hits} == {"otters"} and len(out.hits) == 5
+    assert {h.passage.metadata["topic"] for h in out.hits} == {"otters"} and len(out.hits) == 6
     both = g.search("docs", "otters", top_k=50, filters={"topic": "otters", "even": True})
     assert isinstance(both, Searched)
     assert {h.passage.metadata["n"] for h in both.hits} == {0, 10}
-    as_float = g.search("docs", "otters", top_k=50, filters={"weight": 1.0})
-    assert isinstance(as_float, Searched)
-    assert [h.passage.metadata["n"] for h in as_float.hits] == [2]  # not the int 1
-    as_int = g.search("docs", "otters", top_k=50, filters={"weight": 1})
-    assert isinstance(as_int, Searched) and [h.passage.id for h in as_int.hits] == [ps[-1].id]
+    for one in (1, 1.0):
+        got = g.search("docs", "otters", top_k=50, filters={"weight": one})
+        assert isinstance(got, Searched)
+        assert {h.passage.id for h in got.hits} == {ps[2].id, ps[20].id}  # not the bool
+    true = g.search("docs", "otters", top_k=50, filters={"weight": True})
+    assert isinstance(true, Searched) and [h.passage.id for h in true.hits] == [ps[21].id]
 
 
 def test_a_projected_refusal_leaves_the_index_unchanged(make_guard: MakeGuard) -> None:
@@ -477,7 +482,7 @@ def _wrap_collections(
 
     def handle(self: ChromaBackend, client: object, index: str, emb: object) -> object:
         got = real(self, client, index, emb)  # type: ignore[arg-type]
-        return None if got is None else (wrap(got[0]), got[1])
+        return None if got is None else (wrap(got[0]), *got[1:])
 
     monkeypatch.setattr(backend, "_search_handle", handle.__get__(backend))
 
@@ -638,8 +643,9 @@ def test_new_collections_search_with_ef_256_unless_told(make_guard: MakeGuard) -
 
 def test_a_record_holds_its_provenance_after_its_text_and_old_records_still_read() -> None:
     """Chroma reads a record's metadata back one row per key, so the provenance rides in the
-    document after the text and a record has metadata only for the filterable ``m.*``
-    copies; records written in the two earlier layouts (the provenance in one ``ip.prov``
+    document after the text and a record has metadata only for the typed filter fields and
+    its digest (``m.*`` copies in collections made before those); records written in the two
+    earlier layouts (the provenance in one ``ip.prov``
     key, before that a key per field) come back the same."""
     import json
 
@@ -652,11 +658,15 @@ def test_a_record_holds_its_provenance_after_its_text_and_old_records_still_read
             and doc.count(records.SEPARATOR) == p.text.count(records.SEPARATOR) + 1
         )
         assert records.split_document(doc) == (p.text, provenance_json(p))
-        if p.metadata:
-            assert meta is not None and all(k.startswith(records.META_PREFIX) for k in meta)
-            assert {k[2:]: v for k, v in meta.items()} == p.metadata
-        else:
-            assert meta is None  # Chroma refuses an empty map
+        # the metadata: the typed filter fields and the digest, and nothing else
+        assert meta is not None and meta[fields.DIGEST_FIELD] == p.digest
+        assert {k: sorted(map(repr, v)) for k, v in fields.decode(meta).items()} == {
+            k: sorted({repr(v) for v in values_of(p.metadata, k)})
+            for k in p.metadata
+            if values_of(p.metadata, k)
+        }
+        old_doc, old_meta = records.to_record(p, typed=False)
+        assert old_doc == doc and all(k.startswith(records.META_PREFIX) for k in old_meta or {})
         assert records.from_record(p.id, doc, meta) == p
         before = records.to_record(p, plain_document=True)
         assert before == (p.text, {records.PROV: provenance_json(p), **(meta or {})})
@@ -686,7 +696,7 @@ def test_a_record_holds_its_provenance_after_its_text_and_old_records_still_read
 def test_hits_come_back_the_same_whichever_way_a_records_layout_sends_them() -> None:
     """Chroma's answer becomes hits in one pass when every record holds its provenance as
     one string (after its text, or in the earlier ``ip.prov`` key), and a record at a time
-    otherwise (a filtered search, a record in the oldest layout, a broken one); both ways give
+    otherwise (a record in the oldest layout, a broken one); both ways give
     the same hits, ranked 1..n after dropping non-finite distances, and a record that is not
     a passage is named."""
     import json
@@ -712,7 +722,7 @@ def test_hits_come_back_the_same_whichever_way_a_records_layout_sends_them() -> 
         }
 
     kept = [p for i, p in enumerate(ps) if i != 1]
-    fast = _hits(answer(docs, metas), None)
+    fast = _hits(answer(docs, metas))
     assert [h.passage for h in fast] == kept
     assert [h.rank for h in fast] == list(range(1, len(kept) + 1))
     assert [h.score for h in fast] == [1.0 - d for i, d in enumerate(dists) if i != 1]
@@ -723,7 +733,7 @@ def test_hits_come_back_the_same_whichever_way_a_records_layout_sends_them() -> 
     mixed_metas: list[dict[str, object] | None] = [
         before[i][1] if i % 2 else m for i, m in enumerate(metas)
     ]
-    assert _hits(answer(mixed_docs, mixed_metas), None) == fast
+    assert _hits(answer(mixed_docs, mixed_metas)) == fast
     p0 = ps[0]
     oldest: dict[str, object] = {
         records.SOURCE: p0.source.model_dump_json(exclude_none=True),
@@ -736,7 +746,7 @@ def test_hits_come_back_the_same_whichever_way_a_records_layout_sends_them() -> 
     no_digest = fast[0].model_copy(
         update={"passage": fast[0].passage.model_copy(update={"digest": None})}
     )
-    assert _hits(answer([p0.text, *docs[1:]], [oldest, *metas[1:]]), None) == [
+    assert _hits(answer([p0.text, *docs[1:]], [oldest, *metas[1:]])) == [
         no_digest,
         *fast[1:],
     ]
@@ -745,11 +755,7 @@ def test_hits_come_back_the_same_whichever_way_a_records_layout_sends_them() -> 
         ps[2].text.replace(records.SEPARATOR, ""),  # no provenance at all
     ):
         with pytest.raises(ValueError, match=f"stored record {ps[2].id[:12]}"):
-            _hits(answer([*docs[:2], broken, *docs[3:]], metas), None)
-    key, value = next((k, v) for p in ps for k, v in p.metadata.items())
-    filtered = _hits(answer(docs, metas), {key: value})
-    assert [h.passage for h in filtered] == [p for p in kept if p.metadata.get(key) == value]
-    assert [h.rank for h in filtered] == list(range(1, len(filtered) + 1))
+            _hits(answer([*docs[:2], broken, *docs[3:]], metas))
 
 
 def test_plain_documents_keep_the_text_alone_in_chromas_document(make_guard: MakeGuard) -> None:

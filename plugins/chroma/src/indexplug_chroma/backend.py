@@ -47,18 +47,26 @@ import numpy as np
 from indexplug.budget import effective_max_bytes, over_budget
 from indexplug.deadlines import Deadline
 from indexplug.embedcache import EmbeddingCache, cache_for, embed_passages
+from indexplug.filters import ALL_OPS, Filter, matches, parse_filter
 from indexplug.outcomes import (
     AddOutcome,
+    GetOutcome,
+    Got,
     Hit,
     Indexed,
     IndexEmpty,
+    IndexesOutcome,
     IndexFailed,
+    IndexInfo,
+    IndexList,
     IndexStatus,
     IndexTimeout,
     IndexUnavailable,
     NoMatch,
     Removed,
     RemoveOutcome,
+    Scanned,
+    ScanOutcome,
     Searched,
     SearchOutcome,
     StatusOutcome,
@@ -66,7 +74,7 @@ from indexplug.outcomes import (
 from indexplug.passages import MetadataValue, Passage, passage_from_provenance
 from indexplug.protocols import Capabilities, Embedder, Granularity, Readiness, Vector
 
-from indexplug_chroma import records, sizes
+from indexplug_chroma import fields, records, sizes
 from indexplug_chroma.errors import (
     ChromaProblem,
     DeadlinePassed,
@@ -92,11 +100,32 @@ RECORDS_KEY = "indexplug:records"
 ``ip.prov`` key, ``plain_documents``).  A collection without the key predates it and holds
 metadata-layout records; it keeps being written that way."""
 IN_DOCUMENT = "document"
+FIELDS_KEY = "indexplug:fields"
+"""``typed`` for a collection whose records hold typed filter fields, the digest and the
+caller key (:mod:`indexplug_chroma.fields`); a collection without it predates them (its
+records hold ``m.<key>`` copies): it is filtered by reading the exact metadata back, and
+takes no passages with keys."""
+TYPED_FIELDS = "typed"
 
 
 def _provenance_in_document(collection_meta: Mapping[str, Any]) -> bool:
     """Whether a collection (by its metadata) keeps each record's provenance in the document."""
     return collection_meta.get(RECORDS_KEY) == IN_DOCUMENT
+
+
+def _typed(collection_meta: Mapping[str, Any]) -> bool:
+    """Whether a collection's records hold the typed filter fields (see :data:`FIELDS_KEY`)."""
+    return collection_meta.get(FIELDS_KEY) == TYPED_FIELDS
+
+
+def _known(p: Passage, stored: Mapping[str, Mapping[str, Any]], typed: bool) -> bool:
+    """Whether ``p`` is stored already: its id (in a typed collection: alive, same digest)."""
+    md = stored.get(p.id)
+    if md is None:
+        return False
+    if not typed:
+        return True
+    return md.get(fields.DEAD_FIELD) is not True and md.get(fields.DIGEST_FIELD) == p.digest
 
 
 EMBED_CHUNK = 256
@@ -127,6 +156,11 @@ class ChromaBackend:
         server = self.settings.mode == "server"
         self.capabilities = Capabilities(
             filters=True,
+            filter_operators=ALL_OPS,
+            get=True,
+            scan=True,
+            indexes=True,
+            keys=True,
             deletion=True,
             persistence=True,
             concurrent_writers=True,
@@ -143,10 +177,13 @@ class ChromaBackend:
         self._embedder_factory = embedder_factory
         self._embedder: Embedder | None = None
         self._embedder_lock = threading.Lock()
+        self._recorded: dict[str, Embedder] = {}
+        """Embedders built from names indexes recorded (see :meth:`_recorded_embedder`)."""
         self._warming = False
         self._max_batch: int | None = None
-        self._handles: dict[str, tuple[Any, Any, list[str]]] = {}
-        """index -> (client, collection, what a query includes) for searches (see
+        self._handles: dict[str, tuple[Any, Any, list[str], Embedder, bool]] = {}
+        """index -> (client, collection, what a query includes, embedder, typed fields) for
+        searches (see
         :meth:`_search_handle`)."""
 
     # -- embedder ----------------------------------------------------------------------------
@@ -242,8 +279,12 @@ class ChromaBackend:
         finally:
             lock.release()
 
-    def _check_embedder(self, index: str, collection: Any, emb: Embedder) -> dict[str, Any]:
-        """The collection's metadata, after checking it was built with ``emb``."""
+    def _check_embedder(
+        self, index: str, collection: Any, emb: Embedder
+    ) -> tuple[dict[str, Any], Embedder]:
+        """The collection's metadata and the embedder to use for it, after checking it was
+        built with ``emb`` (or, for an ``...@auto`` spec, with the concrete path ``auto``
+        resolved to where the index was built: :meth:`_recorded_embedder`)."""
         meta = dict(collection.metadata or {})
         name, dim = meta.get(EMBEDDER_KEY), meta.get(DIM_KEY)
         if name is None or dim is None:
@@ -251,6 +292,8 @@ class ChromaBackend:
                 f"collection '{collection.name}' records no indexplug embedder (it was not "
                 "created by indexplug); refusing to mix embeddings with it"
             )
+        if name != emb.name:
+            emb = self._recorded_embedder(str(name), emb)
         if name != emb.name or int(dim) != emb.dim:
             raise EmbedderMismatch(
                 f"index '{index}' was built with embedder {name} (dim {dim}) but this backend "
@@ -258,22 +301,26 @@ class ChromaBackend:
                 f"mix embeddings. Use --embedder {name} (option embedder={name}) for this "
                 "index, or build a new index"
             )
-        return meta
+        return meta, emb
 
-    def _existing(self, collection: Any, ids: Sequence[str]) -> set[str]:
-        found: set[str] = set()
-        for i in range(0, len(ids), ID_CHUNK):
-            got = collection.get(ids=list(ids[i : i + ID_CHUNK]), include=[])
-            found.update(got["ids"])
-        return found
+    def _recorded_embedder(self, recorded: str, emb: Embedder) -> Embedder:
+        """For a configured ``PROVIDER:MODEL@auto``: the embedder of the name the index
+        recorded when that is the same model with a concrete path (``auto`` resolves per
+        machine, so an index built elsewhere may record ``@bf16`` or no suffix, fp32, where
+        ``auto`` here means ``@int8``); built from the recorded name, once.  Else ``emb``."""
+        base, sep, path = self.settings.embedder.rpartition("@")
+        if not sep or path.strip().lower() != "auto" or _model_of(recorded) != base:
+            return emb
+        with self._embedder_lock:
+            made = self._recorded.get(recorded)
+            if made is None:
+                factory = self._embedder_factory
+                if factory is None:
+                    from indexplug.plugins import get_registry
 
-    def _batch_size(self, client: Any) -> int:
-        if self._max_batch is None:
-            try:
-                self._max_batch = max(1, int(client.get_max_batch_size()))
-            except Exception:
-                self._max_batch = 1000
-        return self._max_batch
+                    factory = get_registry().embedder
+                made = self._recorded[recorded] = factory(recorded)
+        return made
 
     def _size(
         self, index: str, collection: Any | None, meta: Mapping[str, Any], dim: int
@@ -310,21 +357,23 @@ class ChromaBackend:
     ) -> AddOutcome:
         try:
             _in_time(deadline, "starting the write")
+            for p in passages:
+                fields.fields_of(p.metadata)  # a value Chroma cannot store: refused up front
             emb = self.embedder()
-            dim = emb.dim
             ids = [p.id for p in passages]
             known: set[str] = set()
             if passages and self._store.exists(index) is not False:
                 with self._store.use(index) as client:
                     coll = self._store.get(client, index)
                     if coll is not None:
-                        self._check_embedder(index, coll, emb)
-                        known = self._existing(coll, ids)
+                        meta, emb = self._check_embedder(index, coll, emb)
+                        stored = self._existing(coll, ids, typed=_typed(meta))
+                        known = {p.id for p in passages if _known(p, stored, _typed(meta))}
             todo = [p for p in passages if p.id not in known]
             vectors = dict(zip([p.id for p in todo], self._embed(emb, todo, deadline), strict=True))
             with self._write_lock(index, deadline):
                 try:
-                    return self._add_locked(index, passages, vectors, max_bytes, emb, dim, deadline)
+                    return self._add_locked(index, passages, vectors, max_bytes, emb, deadline)
                 finally:
                     self._store.forget_count(index)
         except Exception as exc:
@@ -337,24 +386,40 @@ class ChromaBackend:
         vectors: dict[str, Vector],
         requested: int | None,
         emb: Embedder,
-        dim: int,
         deadline: Deadline,
     ) -> AddOutcome:
+        """The write, under the index's lock: what is new, the budget, then :meth:`_write`.
+
+        A passage is *known* when its id is stored (in a collection with typed fields: alive,
+        with the same digest, so a passage re-added with other metadata or another key is
+        written again).  Passages with caller keys replace every other passage of their keys
+        (:meth:`_write`); ``Indexed.replaced`` counts those removed.
+        """
+        dim = emb.dim
         ids = [p.id for p in passages]
         coll: Any = None
         meta: dict[str, Any] = {}
-        known: set[str] = set()
+        stored: dict[str, dict[str, Any]] = {}
         if self._store.exists(index) is not False:
             with self._store.use(index) as client:
                 coll = self._store.get(client, index)
                 if coll is not None:
-                    meta = self._check_embedder(index, coll, emb)
-                    known = self._existing(coll, ids)
-        new = [p for p in passages if p.id not in known]
+                    meta, emb = self._check_embedder(index, coll, emb)
+                    stored = self._existing(coll, ids, typed=_typed(meta))
+        typed = coll is None or _typed(meta)
+        keys = list(dict.fromkeys(p.key for p in passages if p.key is not None))
+        if keys and not typed:
+            raise ChromaProblem(
+                f"index '{index}' was created before caller keys (its records have no typed "
+                "fields); copy it to a new index to add passages with keys"
+            )
+        new = [p for p in passages if not _known(p, stored, typed)]
         if coll is None and not new:  # nothing to write, and no index to record a budget in
             return Indexed(index=index, backend=self.name, added=0, known=0)
-        stored = meta.get(BUDGET_KEY)
-        budget = effective_max_bytes(int(stored) if stored is not None else None, requested)
+        stored_budget = meta.get(BUDGET_KEY)
+        budget = effective_max_bytes(
+            int(stored_budget) if stored_budget is not None else None, requested
+        )
         estimate = self._store.estimate_sizes
         if new and budget is not None:
             before = self._size(index, coll, meta, dim)
@@ -385,31 +450,49 @@ class ChromaBackend:
             )
         created = False
         refused = None
+        replaced: dict[str, tuple[Any, str | None, dict[str, Any] | None]] = {}
         with self._store.use(index) as client:
-            if coll is None and new:
+            if coll is None:
                 first = {
                     EMBEDDER_KEY: emb.name,
                     DIM_KEY: dim,
                     SCHEMA_KEY: SCHEMA_VERSION,
                     RECORDS_KEY: "metadata" if self.settings.plain_documents else IN_DOCUMENT,
+                    FIELDS_KEY: TYPED_FIELDS,
                     PAYLOAD_KEY: 0,
                 }
                 if requested is not None:
                     first[BUDGET_KEY] = requested
                 coll, created = self._store.create(client, index, first)
-                meta = self._check_embedder(index, coll, emb)
-                stored = meta.get(BUDGET_KEY)
+                meta, emb = self._check_embedder(index, coll, emb)
+                stored_budget = meta.get(BUDGET_KEY)
+                if not created:  # another writer made it first: what does it hold already?
+                    stored = self._existing(coll, ids, typed=_typed(meta))
+            plain = not _provenance_in_document(meta)
+            old = self._records_of_keys(coll, keys) if keys else {}
+            batch_ids = set(ids)
+            retire = {pid: rec for pid, rec in old.items() if pid not in batch_ids}
+            before_images = self._full_records(coll, [p.id for p in new if p.id in stored])
             updated = dict(meta)
             try:
-                if new:
-                    self._write(client, coll, new, vectors, plain=not _provenance_in_document(meta))
-                if coll is not None:
-                    updated[PAYLOAD_KEY] = int(meta.get(PAYLOAD_KEY, 0)) + sizes.payload_total(new)
-                    if stored is None and requested is not None:
-                        updated[BUDGET_KEY] = requested
-                    if updated != meta:
-                        coll.modify(metadata=updated)
-                size_after = self._size(index, coll, updated, dim) if coll is not None else 0
+                self._write(
+                    client, coll, new, vectors, stored, retire, plain=plain, typed=_typed(meta)
+                )
+                replaced = {
+                    pid: rec for pid, rec in retire.items() if not records.is_dead(rec[1], rec[2])
+                }
+                gone = sum(_record_payload(pid, doc, md) for pid, (_, doc, md) in replaced.items())
+                gone += sum(
+                    _record_payload(pid, doc, md) for pid, (_, doc, md) in before_images.items()
+                )
+                updated[PAYLOAD_KEY] = max(
+                    0, int(meta.get(PAYLOAD_KEY, 0)) + sizes.payload_total(new) - gone
+                )
+                if stored_budget is None and requested is not None:
+                    updated[BUDGET_KEY] = requested
+                if updated != meta:
+                    coll.modify(metadata=updated)
+                size_after = self._size(index, coll, updated, dim)
                 if budget is not None and new:
                     refused = over_budget(
                         index,
@@ -420,17 +503,17 @@ class ChromaBackend:
                         estimate=estimate,
                     )
             except BaseException:
-                self._undo(client, coll, index, [p.id for p in new], meta, created)
+                self._undo(client, coll, index, new, {**before_images, **retire}, meta, created)
                 if created:
                     self._store_forget(index)
                 raise
             if refused:
-                self._undo(client, coll, index, [p.id for p in new], meta, created)
+                self._undo(client, coll, index, new, {**before_images, **retire}, meta, created)
         if refused:
             if created:
                 self._store_forget(index)
             return refused
-        return Indexed.of_batch(
+        out = Indexed.of_batch(
             index=index,
             backend=self.name,
             ids=ids,
@@ -439,6 +522,62 @@ class ChromaBackend:
             max_bytes=budget,
             estimate=estimate,
         )
+        return out.model_copy(update={"replaced": len(replaced)}) if replaced else out
+
+    def _existing(
+        self, collection: Any, ids: Sequence[str], *, typed: bool
+    ) -> dict[str, dict[str, Any]]:
+        """The stored ids among ``ids``, each with its record's metadata (typed collections:
+        whether it is dead, its digest, and which keys an overwrite must clear)."""
+        found: dict[str, dict[str, Any]] = {}
+        include = ["metadatas"] if typed else []
+        for i in range(0, len(ids), ID_CHUNK):
+            got = collection.get(ids=list(ids[i : i + ID_CHUNK]), include=include)
+            metas = got.get("metadatas") or [None] * len(got["ids"])
+            for pid, md in zip(got["ids"], metas, strict=True):
+                found[pid] = dict(md or {})
+        return found
+
+    def _records_of_keys(
+        self, coll: Any, keys: Sequence[str]
+    ) -> dict[str, tuple[Any, str | None, dict[str, Any] | None]]:
+        """Every stored record (alive or dead) of these caller keys: id -> (embedding,
+        document, metadata), what a replacement rewrites and an undo restores."""
+        out: dict[str, tuple[Any, str | None, dict[str, Any] | None]] = {}
+        for i in range(0, len(keys), ID_CHUNK):
+            chunk = list(keys[i : i + ID_CHUNK])
+            got = coll.get(
+                where={fields.KEY_FIELD: {"$in": chunk}},
+                include=["embeddings", "documents", "metadatas"],
+            )
+            for pid, vec, doc, md in zip(
+                got["ids"], got["embeddings"], got["documents"], got["metadatas"], strict=True
+            ):
+                out[pid] = (vec, doc, md)
+        return out
+
+    def _full_records(
+        self, coll: Any, ids: Sequence[str]
+    ) -> dict[str, tuple[Any, str | None, dict[str, Any] | None]]:
+        """Stored records as (embedding, document, metadata): what an undo puts back."""
+        out: dict[str, tuple[Any, str | None, dict[str, Any] | None]] = {}
+        for i in range(0, len(ids), ID_CHUNK):
+            got = coll.get(
+                ids=list(ids[i : i + ID_CHUNK]), include=["embeddings", "documents", "metadatas"]
+            )
+            for pid, vec, doc, md in zip(
+                got["ids"], got["embeddings"], got["documents"], got["metadatas"], strict=True
+            ):
+                out[pid] = (vec, doc, md)
+        return out
+
+    def _batch_size(self, client: Any) -> int:
+        if self._max_batch is None:
+            try:
+                self._max_batch = max(1, int(client.get_max_batch_size()))
+            except Exception:
+                self._max_batch = 1000
+        return self._max_batch
 
     def _write(
         self,
@@ -446,37 +585,96 @@ class ChromaBackend:
         coll: Any,
         new: Sequence[Passage],
         vectors: Mapping[str, Vector],
+        stored: Mapping[str, Mapping[str, Any]],
+        retire: Mapping[str, tuple[Any, str | None, dict[str, Any] | None]],
         *,
         plain: bool,
+        typed: bool,
     ) -> None:
-        """Add ``new`` in batches of the size Chroma accepts (the caller undoes a failure),
-        each record in the collection's layout (``plain``: the provenance in a metadata key)."""
+        """Write ``new`` in batches of the size Chroma accepts (the caller undoes a failure),
+        each record in the collection's layout (``plain``: the provenance in a metadata key).
+
+        Passages without a key whose id is not stored are added.  Those overwriting a stored
+        record (another version of the passage) are upserted, the keys the old record had and
+        the new one has not set to None (an upsert merges metadata).  The passages of each
+        caller key, with its records to retire (``retire``: the key's records not in the
+        batch) rewritten as dead, go to Chroma in *one* upsert, so that a reader sees the
+        key's old passages or its new ones, never both or neither (a search drops dead
+        records; see the module docstring); the retired records are then deleted.  A key
+        whose passages and retired records are more than one upsert can take is refused
+        before anything is written.
+        """
         step = self._batch_size(client)
-        for i in range(0, len(new), step):
-            chunk = new[i : i + step]
-            documents, metadatas = zip(
-                *(records.to_record(p, plain_document=plain) for p in chunk), strict=True
+        Row = tuple[str, Any, str | None, dict[str, Any] | None]
+
+        def row(p: Passage) -> Row:
+            document, metadata = records.to_record(p, plain_document=plain, typed=typed)
+            old = stored.get(p.id)
+            if old:
+                metadata = {**{k: None for k in old}, **(metadata or {})}
+            return (p.id, vectors[p.id], document, metadata)
+
+        groups: dict[str, list[Row]] = {}
+        fresh: list[Row] = []
+        overwrite: list[Row] = []
+        for p in new:
+            if p.key is not None:
+                groups.setdefault(p.key, []).append(row(p))
+            elif p.id in stored:
+                overwrite.append(row(p))
+            else:
+                fresh.append(row(p))
+        for pid, (vec, doc, md) in retire.items():
+            key = (md or {}).get(fields.KEY_FIELD)
+            dead_doc, dead_md = records.dead_record(doc, md)
+            groups.setdefault(str(key), []).append((pid, vec, dead_doc, dead_md))
+        for key, rows in groups.items():
+            if len(rows) > step:
+                raise ChromaProblem(
+                    f"caller key {key[:60]!r} has {len(rows)} passages to write or retire, more "
+                    f"than one Chroma write takes ({step}); it cannot be replaced at once"
+                )
+
+        def send(method: Callable[..., Any], rows: Sequence[Row]) -> None:
+            metadatas = [r[3] for r in rows]
+            method(
+                ids=[r[0] for r in rows],
+                embeddings=np.stack([np.asarray(r[1], dtype=np.float32) for r in rows]),
+                documents=[r[2] for r in rows],
+                metadatas=metadatas if any(m is not None for m in metadatas) else None,
             )
-            coll.add(
-                ids=[p.id for p in chunk],
-                embeddings=np.stack([vectors[p.id] for p in chunk]),
-                documents=list(documents),
-                metadatas=list(metadatas) if any(m is not None for m in metadatas) else None,
-            )
+
+        for i in range(0, len(fresh), step):
+            send(coll.add, fresh[i : i + step])
+        for i in range(0, len(overwrite), step):
+            send(coll.upsert, overwrite[i : i + step])
+        pending: list[Row] = []
+        for rows in groups.values():  # whole keys per upsert, as many as fit
+            if len(pending) + len(rows) > step:
+                send(coll.upsert, pending)
+                pending = []
+            pending.extend(rows)
+        if pending:
+            send(coll.upsert, pending)
+        dead = list(retire)
+        for i in range(0, len(dead), step):
+            coll.delete(ids=dead[i : i + step])
 
     def _undo(
         self,
         client: Any,
         coll: Any,
         index: str,
-        ids: Sequence[str],
+        new: Sequence[Passage],
+        before: Mapping[str, tuple[Any, str | None, dict[str, Any] | None]],
         meta: Mapping[str, Any],
         created: bool,
     ) -> None:
-        """Take a write back, best effort: delete its ids and restore the metadata; a
-        collection this write created is deleted entirely, so a refused or failed first write
-        leaves no index behind.  Errors here are swallowed: the caller reports the original
-        refusal or error."""
+        """Take a write back, best effort: delete what it wrote, put back the records it
+        overwrote or retired (``before``) and restore the metadata; a collection this write
+        created is deleted entirely, so a refused or failed first write leaves no index
+        behind.  Errors here are swallowed: the caller reports the original refusal or
+        error."""
         try:
             if created:
                 self._handles.pop(index, None)
@@ -485,8 +683,21 @@ class ChromaBackend:
             if coll is None:
                 return
             step = self._batch_size(client)
+            ids = list(dict.fromkeys([p.id for p in new] + list(before)))
             for i in range(0, len(ids), step):
-                coll.delete(ids=list(ids[i : i + step]))
+                coll.delete(ids=ids[i : i + step])
+            back = list(before.items())
+            for i in range(0, len(back), step):
+                chunk = back[i : i + step]
+                metadatas = [md for _, (_, _, md) in chunk]
+                coll.add(
+                    ids=[pid for pid, _ in chunk],
+                    embeddings=np.stack(
+                        [np.asarray(v, dtype=np.float32) for _, (v, _, _) in chunk]
+                    ),
+                    documents=[doc for _, (_, doc, _) in chunk],
+                    metadatas=metadatas if any(m is not None for m in metadatas) else None,
+                )
             coll.modify(metadata=dict(meta))
         except Exception:
             pass
@@ -506,13 +717,16 @@ class ChromaBackend:
         *,
         top_k: int,
         deadline: Deadline,
-        filters: Mapping[str, MetadataValue] | None = None,
+        filters: Mapping[str, MetadataValue] | Filter | None = None,
     ) -> SearchOutcome:
+        """The ``top_k`` nearest passages (see :meth:`_search`).  ``filters`` is what the
+        guard gives a backend claiming operators, a parsed :data:`~indexplug.filters.Filter`;
+        an equality map (a direct caller) is parsed the same way."""
         from chromadb.errors import NotFoundError
 
         for attempt in (1, 2):
             try:
-                return self._search(index, query, top_k, deadline, filters)
+                return self._search(index, query, top_k, deadline, parse_filter(filters))
             except NotFoundError as exc:
                 # A cached collection deleted (and perhaps re-created) behind our back: look
                 # it up again once, so a re-created index is checked and searched afresh.
@@ -530,7 +744,7 @@ class ChromaBackend:
         query: str,
         top_k: int,
         deadline: Deadline,
-        filters: Mapping[str, MetadataValue] | None,
+        filters: Filter | None,
     ) -> SearchOutcome:
         """One search: embed the query, one Chroma query, and as little else as possible.
 
@@ -540,16 +754,21 @@ class ChromaBackend:
         how many passages were searched, so a cached one never decides an answer alone: an
         index that looks empty is counted again, and a query that finds nothing without a
         filter means the index is empty now, whatever the cache said.
+
+        A filter Chroma serves exactly (:mod:`indexplug_chroma.fields`) goes to the query as
+        its ``where``; one it can only narrow down (a string range, or a collection made
+        before the typed fields) is checked on every candidate, and the candidates are then
+        ranked by an exact scan of their embeddings.  Dead records (replaced by their key's
+        new passages, about to be deleted) are dropped from every answer.
         """
         _in_time(deadline, "starting the search")
         if self._store.exists(index) is False:
             return IndexEmpty(index=index, backend=self.name)
-        emb = self.embedder()
         with self._store.use(index) as client:
-            handle = self._search_handle(client, index, emb)
+            handle = self._search_handle(client, index, self.embedder())
             if handle is None:
                 return IndexEmpty(index=index, backend=self.name)
-            coll, include = handle
+            coll, include, emb, typed = handle
             count = self._store.count(index, coll)
             if count == 0:
                 self._store.forget_count(index)
@@ -558,30 +777,46 @@ class ChromaBackend:
                     if not self._vectors_without_records(coll, emb.dim):
                         return IndexEmpty(index=index, backend=self.name)
                     count = self._store.count(index, coll)  # written meanwhile: search it
+            where: dict[str, Any] | None = None
+            check: Callable[[str, str | None, Mapping[str, Any] | None], bool] | None = None
+            if filters is not None:
+                if typed:
+                    translated = fields.translate(filters)
+                    if translated.clause is fields.FALSE:
+                        return NoMatch(index=index, backend=self.name, searched=count)
+                    where = translated.clause or None
+                    if not translated.exact:
+                        check = _decoded_check(filters)
+                else:
+                    check = _provenance_check(filters)
             vector = _checked_vector(emb.embed_query(query, Granularity.TEXT), emb)
             if not np.any(vector):
                 # The embedder saw nothing in the query (no word it knows): no direction to
                 # rank by, so honestly nothing matches.
                 return NoMatch(index=index, backend=self.name, searched=count)
             _in_time(deadline, "querying Chroma")
-            where = records.where_clause(filters)
-            exact = False
-            try:
-                res = coll.query(
-                    query_embeddings=[vector],
-                    n_results=top_k,
-                    where=where,
-                    include=include,
-                )
-            except Exception as exc:
-                if not _vector_index_unwritten(exc):
-                    raise
-                _in_time(deadline, "the exact scan")
-                res, exact = _exact_query(coll, vector, top_k, where), True
+            if check is not None:
+                res, exact = _exact_query(coll, vector, top_k, where, check, typed=typed), True
+            else:
+                exact = False
+                try:
+                    res = coll.query(
+                        query_embeddings=[vector],
+                        n_results=top_k,
+                        where=where,
+                        include=include,
+                    )
+                except Exception as exc:
+                    if not _vector_index_unwritten(exc):
+                        raise
+                    _in_time(deadline, "the exact scan")
+                    res, exact = _exact_query(coll, vector, top_k, where), True
+                res = _live(res)
             got = len((res.get("ids") or [[]])[0])
             if got < top_k and not exact:
                 # A short answer: every passage (matching the filter), or some the graph
-                # cannot reach.  Count what is stored and scan exactly if the graph missed any.
+                # cannot reach (or dead ones dropped).  Count what is stored and scan exactly
+                # if the graph missed any.
                 if where is None:
                     self._store.forget_count(index)
                     count = stored = self._store.count(index, coll)
@@ -591,10 +826,10 @@ class ChromaBackend:
                     _in_time(deadline, "the exact scan")
                     res = _exact_query(coll, vector, top_k, where)
         _in_time(deadline, "the results came back")
-        if not (res.get("ids") or [[]])[0] and not filters:
+        if not (res.get("ids") or [[]])[0] and filters is None:
             self._store.forget_count(index)  # emptied behind the cached count
             return IndexEmpty(index=index, backend=self.name)
-        hits = _hits(res, filters)
+        hits = _hits(res)
         if not hits:
             return NoMatch(index=index, backend=self.name, searched=count)
         searched = max(count, len(hits))  # a count cached before another client's writes
@@ -631,9 +866,10 @@ class ChromaBackend:
 
     def _search_handle(
         self, client: Any, index: str, emb: Embedder
-    ) -> tuple[Any, list[str]] | None:
-        """The index's collection, checked against ``emb``, and what its queries ask Chroma
-        to include; cached for searches.
+    ) -> tuple[Any, list[str], Embedder, bool] | None:
+        """The index's collection, checked against ``emb``, what its queries ask Chroma to
+        include, the embedder to use for it and whether its records hold typed filter
+        fields; cached for searches.
 
         What is cached never changes for a collection (its id, embedder, dimension and record
         layout); a collection deleted behind our back raises ``NotFoundError`` on use, and
@@ -643,17 +879,17 @@ class ChromaBackend:
         """
         cached = self._handles.get(index)
         if cached is not None and cached[0] is client:
-            return cached[1], cached[2]
+            return cached[1:]
         coll = self._store.get(client, index)
         if coll is None:
             self._handles.pop(index, None)
             return None
-        meta = self._check_embedder(index, coll, emb)
+        meta, emb = self._check_embedder(index, coll, emb)
         include = ["documents", "distances"]
         if not _provenance_in_document(meta):
             include.insert(1, "metadatas")
-        self._handles[index] = (client, coll, include)
-        return coll, include
+        self._handles[index] = (client, coll, include, emb, _typed(meta))
+        return coll, include, emb, _typed(meta)
 
     def remove(self, index: str, ids: Sequence[str], *, deadline: Deadline) -> RemoveOutcome:
         try:
@@ -666,8 +902,9 @@ class ChromaBackend:
                 coll = self._store.get(client, index)
                 if coll is None:
                     return missing_all
-                meta = self._check_embedder(index, coll, emb)
+                meta, _ = self._check_embedder(index, coll, emb)
                 present: dict[str, int] = {}
+                found: list[str] = []
                 for i in range(0, len(ids), ID_CHUNK):
                     got = coll.get(
                         ids=list(ids[i : i + ID_CHUNK]), include=["documents", "metadatas"]
@@ -675,9 +912,11 @@ class ChromaBackend:
                     for pid, doc, md in zip(
                         got["ids"], got["documents"], got["metadatas"], strict=True
                     ):
-                        present[pid] = _record_payload(pid, doc, md)
+                        found.append(pid)
+                        if not records.is_dead(doc, md):  # a dead record is gone already
+                            present[pid] = _record_payload(pid, doc, md)
                 _in_time(deadline, "deleting")
-                gone = list(present)
+                gone = found
                 step = self._batch_size(client)
                 try:
                     for i in range(0, len(gone), step):
@@ -705,7 +944,7 @@ class ChromaBackend:
                 coll = self._store.get(client, index)
                 if coll is None:
                     return absent
-                meta = self._check_embedder(index, coll, emb)
+                meta, _ = self._check_embedder(index, coll, emb)
                 count = int(coll.count())
                 dim = int(meta[DIM_KEY])
                 size = self._size(index, coll, meta, dim)
@@ -729,6 +968,144 @@ class ChromaBackend:
                 "payload_bytes": int(meta.get(PAYLOAD_KEY, 0)),
             },
         )
+
+    def get(
+        self, index: str, ids: Sequence[str], *, keys: Sequence[str], deadline: Deadline
+    ) -> GetOutcome:
+        """Stored passages by id (``collection.get(ids=...)``) and by caller key (a ``where``
+        on the ``ip.key`` field); dead records are not passages any more."""
+        found: dict[str, Passage] = {}
+        try:
+            _in_time(deadline, "starting the read")
+            if self._store.exists(index) is not False:
+                with self._store.use(index) as client:
+                    coll = self._store.get(client, index)
+                    if coll is not None:
+                        for i in range(0, len(ids), ID_CHUNK):
+                            _in_time(deadline, "reading passages by id")
+                            got = coll.get(
+                                ids=list(ids[i : i + ID_CHUNK]),
+                                include=["documents", "metadatas"],
+                            )
+                            found.update(_stored_passages(got))
+                        for i in range(0, len(keys), ID_CHUNK):
+                            _in_time(deadline, "reading passages by key")
+                            got = coll.get(
+                                where={fields.KEY_FIELD: {"$in": list(keys[i : i + ID_CHUNK])}},
+                                include=["documents", "metadatas"],
+                            )
+                            found.update(_stored_passages(got))
+            _in_time(deadline, "the passages came back")
+        except Exception as exc:
+            return self._failure(index, exc, deadline)
+        seen_keys = {p.key for p in found.values()}
+        return Got(
+            index=index,
+            backend=self.name,
+            passages=list(found.values()),
+            missing_ids=[i for i in ids if i not in found],
+            missing_keys=[k for k in keys if k not in seen_keys],
+        )
+
+    def scan(
+        self,
+        index: str,
+        *,
+        filters: Filter | None,
+        after: str | None,
+        limit: int,
+        deadline: Deadline,
+    ) -> ScanOutcome:
+        """One page in ascending id order.
+
+        Chroma pages by its own insertion order, not by id, so each page lists the ids of
+        every passage that passes the filter (one ``get`` with nothing included but ids; a
+        filter Chroma can only narrow down also reads the candidates' metadata, or their
+        documents in a collection made before the typed fields), sorts them, and reads the
+        records of the first ``limit`` above ``after``.  A page costs a listing of the
+        matching ids, O(n log n) in them: a full export by pages of ``limit`` lists them
+        n / limit times.
+        """
+        page: list[Passage] = []
+        more = False
+        try:
+            _in_time(deadline, "starting the scan")
+            if self._store.exists(index) is not False:
+                with self._store.use(index) as client:
+                    coll = self._store.get(client, index)
+                    if coll is not None:
+                        page, more = self._scan_page(coll, filters, after, limit, deadline)
+            _in_time(deadline, "the page came back")
+        except Exception as exc:
+            return self._failure(index, exc, deadline)
+        return Scanned(
+            index=index,
+            backend=self.name,
+            passages=page,
+            next_after=page[-1].id if more and page else None,
+        )
+
+    def _scan_page(
+        self,
+        coll: Any,
+        filters: Filter | None,
+        after: str | None,
+        limit: int,
+        deadline: Deadline,
+    ) -> tuple[list[Passage], bool]:
+        typed = _typed(dict(coll.metadata or {}))
+        where: dict[str, Any] | None = None
+        check: Check | None = None
+        if filters is not None:
+            if typed:
+                translated = fields.translate(filters)
+                if translated.clause is fields.FALSE:
+                    return [], False
+                where = translated.clause or None
+                check = None if translated.exact else _decoded_check(filters)
+            else:
+                check = _provenance_check(filters)
+        include: list[str] = []
+        if check is not None:
+            include = ["metadatas"] if typed else ["documents", "metadatas"]
+        listed = coll.get(where=where, include=include)
+        n = len(listed["ids"])
+        docs = listed.get("documents") or [None] * n
+        metas = listed.get("metadatas") or [None] * n
+        ids = sorted(
+            pid
+            for pid, doc, meta in zip(listed["ids"], docs, metas, strict=True)
+            if (after is None or pid > after)
+            and (check is None or (not records.is_dead(doc, meta) and check(pid, doc, meta)))
+        )
+        page: list[Passage] = []
+        pos = 0
+        while pos < len(ids) and len(page) < limit:  # dead records dropped: read on
+            _in_time(deadline, "reading a page")
+            chunk = ids[pos : pos + min(limit - len(page), ID_CHUNK)]
+            pos += len(chunk)
+            got = _stored_passages(coll.get(ids=chunk, include=["documents", "metadatas"]))
+            page.extend(got[pid] for pid in chunk if pid in got)
+        return page, pos < len(ids)
+
+    def indexes(self, *, deadline: Deadline) -> IndexesOutcome:
+        """The indexes this backend holds (embedded: the folders under its home holding an
+        indexplug collection; server: the collections named ``indexplug.*``), each with its
+        count (Chroma's ``count``: for the moment between a key's replacement and the
+        deletion of its old passages, those are counted too)."""
+        found: list[IndexInfo] = []
+        try:
+            _in_time(deadline, "listing the indexes")
+            for name in self._store.names():
+                _in_time(deadline, "counting an index")
+                with self._store.use(name) as client:
+                    coll = self._store.get(client, name)
+                    if coll is None or EMBEDDER_KEY not in (coll.metadata or {}):
+                        continue
+                    found.append(IndexInfo(name=name, passages=int(coll.count())))
+        except Exception as exc:
+            return self._failure("", exc, deadline)  # type: ignore[return-value]
+        return IndexList(index="", backend=self.name, indexes=found)
 
     # -- extras ------------------------------------------------------------------------------
     def op_drop(self, index: str, *, deadline: Deadline) -> IndexStatus | IndexFailed:
@@ -814,6 +1191,15 @@ class ChromaBackend:
         self._store.forget_count(index)
 
 
+def _model_of(name: str) -> str:
+    """``PROVIDER:MODEL`` of an embedder name, without its ``@PATH`` suffix (a suffix with a
+    ``/`` is part of a folder name, as the sentence-transformers plugin reads it)."""
+    head, sep, tail = name.rpartition("@")
+    if not sep or not head or "/" in tail or "\\" in tail:
+        return name
+    return head
+
+
 def _in_time(deadline: Deadline, step: str) -> None:
     if deadline.expired():
         raise DeadlinePassed(f"the deadline of {deadline.seconds:g}s passed before {step}")
@@ -842,14 +1228,48 @@ def _vector_index_unwritten(exc: BaseException) -> bool:
     return UNWRITTEN_VECTOR_INDEX in str(exc)
 
 
-def _exact_query(coll: Any, vector: Vector, top_k: int, where: Any) -> dict[str, Any]:
+Check = Callable[[str, str | None, Mapping[str, Any] | None], bool]
+"""Whether a record (id, document, metadata) passes a filter Chroma could only narrow down."""
+
+
+def _decoded_check(f: Filter) -> Check:
+    """``f`` checked on a record's typed fields (:func:`indexplug_chroma.fields.decode`)."""
+    return lambda pid, doc, meta: matches(f, fields.decode(meta))
+
+
+def _provenance_check(f: Filter) -> Check:
+    """``f`` checked on the exact metadata in a record's provenance (collections made before
+    the typed fields)."""
+    return lambda pid, doc, meta: matches(f, records.from_record(pid, doc, meta).metadata)
+
+
+def _exact_query(
+    coll: Any,
+    vector: Vector,
+    top_k: int,
+    where: Any,
+    check: Check | None = None,
+    *,
+    typed: bool = True,
+) -> dict[str, Any]:
     """What ``coll.query`` answers, by an exact cosine scan of every stored embedding (those
-    matching ``where``): for the passages Chroma's graph search cannot reach."""
-    rows = coll.get(where=where, include=["embeddings"])
-    ids = list(rows["ids"])
+    matching ``where``, alive, and passing ``check`` when given): for the passages Chroma's
+    graph search cannot reach, and for filters Chroma can only narrow down.  ``check`` on a
+    collection without typed fields reads every candidate's document (its provenance)."""
+    include = ["embeddings", "metadatas"]
+    if check is not None and not typed:
+        include.append("documents")
+    rows = coll.get(where=where, include=include)
+    docs = rows.get("documents") or [None] * len(rows["ids"])
+    keep = [
+        i
+        for i, (pid, doc, meta) in enumerate(zip(rows["ids"], docs, rows["metadatas"], strict=True))
+        if not records.is_dead(None, meta) and (check is None or check(pid, doc, meta))
+    ]
+    ids = [rows["ids"][i] for i in keep]
     if not ids:
         return {"ids": [[]], "documents": [[]], "metadatas": [[]], "distances": [[]]}
-    emb = np.asarray(rows["embeddings"], dtype=np.float32)
+    emb = np.asarray([rows["embeddings"][i] for i in keep], dtype=np.float32)
     norms = np.linalg.norm(emb, axis=1) * float(np.linalg.norm(vector))
     with np.errstate(divide="ignore", invalid="ignore"):
         distances = 1.0 - (emb @ vector) / norms  # Chroma's cosine distance
@@ -860,6 +1280,7 @@ def _exact_query(coll: Any, vector: Vector, top_k: int, where: Any) -> dict[str,
     by_id = {
         pid: (doc, meta)
         for pid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
+        if not records.is_dead(doc, meta)
     }
     kept = [i for i in order if ids[i] in by_id]  # removed since the scan: left out
     return {
@@ -870,6 +1291,31 @@ def _exact_query(coll: Any, vector: Vector, top_k: int, where: Any) -> dict[str,
     }
 
 
+def _live(res: dict[str, Any]) -> dict[str, Any]:
+    """A query's answer without its dead records (see :func:`records.dead_record`)."""
+    ids = (res.get("ids") or [[]])[0]
+    docs = (res.get("documents") or [[None] * len(ids)])[0]
+    metas = (res.get("metadatas") or [[None] * len(ids)])[0]
+    dead = [i for i, (d, m) in enumerate(zip(docs, metas, strict=True)) if records.is_dead(d, m)]
+    if not dead:
+        return res
+    out = dict(res)
+    for field in ("ids", "documents", "metadatas", "distances"):
+        column = (res.get(field) or [None])[0]
+        if column is not None:
+            out[field] = [[v for i, v in enumerate(column) if i not in dead]]
+    return out
+
+
+def _stored_passages(got: Mapping[str, Any]) -> dict[str, Passage]:
+    """The passages of a ``get`` answer (ids, documents, metadatas), dead records left out."""
+    out: dict[str, Passage] = {}
+    for pid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
+        if not records.is_dead(doc, meta):
+            out[pid] = records.from_record(pid, doc, meta)
+    return out
+
+
 def _record_payload(pid: str, document: str | None, metadata: Mapping[str, Any] | None) -> int:
     try:
         return records.payload_bytes(records.from_record(pid, document, metadata))
@@ -877,14 +1323,14 @@ def _record_payload(pid: str, document: str | None, metadata: Mapping[str, Any] 
         return len((document or "").encode("utf-8"))
 
 
-def _hits(res: Mapping[str, Any], filters: Mapping[str, MetadataValue] | None) -> list[Hit]:
+def _hits(res: Mapping[str, Any]) -> list[Hit]:
     """Chroma's answer as hits: cosine similarity = 1 - cosine distance, best first.
 
     A hit whose distance is not finite (a degenerate stored vector) has no similarity to rank
     by and is dropped.  Records holding their provenance as one string (today's layout, in
     the document, or the one before, in a metadata key) become hits in one pass, each
     ``Hit.from_stored`` around :func:`~indexplug.passages.passage_from_provenance` (neither id
-    nor digest checked here: the guard checks every hit); a filtered search, a record in the
+    nor digest checked here: the guard checks every hit); a record in the
     oldest layout, one that is not a passage at all or a vector whose record is gone takes
     :func:`_hits_one_by_one`, which also says which record is broken.
     """
@@ -892,24 +1338,22 @@ def _hits(res: Mapping[str, Any], filters: Mapping[str, MetadataValue] | None) -
     docs = (res.get("documents") or [[None] * len(ids)])[0]
     metas = (res.get("metadatas") or [[None] * len(ids)])[0]
     dists = (res.get("distances") or [[math.nan] * len(ids)])[0]
-    if filters:
-        return _hits_one_by_one(ids, docs, metas, dists, filters)
     rows: list[tuple[str, float, str, str]] = []
     sep, in_document = records.SEPARATOR, records.provenance_in_document
     for pid, doc, meta, dist in zip(ids, docs, metas, dists, strict=True):
         if not isinstance(doc, str):
-            return _hits_one_by_one(ids, docs, metas, dists, filters)  # named there
+            return _hits_one_by_one(ids, docs, metas, dists)  # named there
         score = 1.0 - float(dist)
         if not math.isfinite(score):
             continue
         if in_document(meta):  # today's layout: the provenance after the text
             text, found, prov = doc.rpartition(sep)
             if not found:
-                return _hits_one_by_one(ids, docs, metas, dists, filters)
+                return _hits_one_by_one(ids, docs, metas, dists)
         else:  # the layout before, a key of its own (the first layout: one by one)
             text, prov = doc, meta.get(records.PROV)
             if not isinstance(prov, str):
-                return _hits_one_by_one(ids, docs, metas, dists, filters)
+                return _hits_one_by_one(ids, docs, metas, dists)
         rows.append((pid, score, text, prov))
     try:
         return [
@@ -922,7 +1366,7 @@ def _hits(res: Mapping[str, Any], filters: Mapping[str, MetadataValue] | None) -
             for rank, (pid, score, text, prov) in enumerate(rows, start=1)
         ]
     except Exception:
-        return _hits_one_by_one(ids, docs, metas, dists, filters)
+        return _hits_one_by_one(ids, docs, metas, dists)
 
 
 def _hits_one_by_one(
@@ -930,12 +1374,10 @@ def _hits_one_by_one(
     docs: Sequence[str | None],
     metas: Sequence[Mapping[str, Any] | None],
     dists: Sequence[float],
-    filters: Mapping[str, MetadataValue] | None,
 ) -> list[Hit]:
-    """:func:`_hits` a record at a time.  A hit whose stored metadata does not equal the
-    filter with its exact type is dropped (Chroma compares ``1`` and ``1.0`` as equal); a
-    record that is not an indexplug passage raises ``ValueError`` naming it, and a vector
-    whose record is gone :class:`~indexplug_chroma.errors.RecordLost`."""
+    """:func:`_hits` a record at a time: a record that is not an indexplug passage raises
+    ``ValueError`` naming it, and a vector whose record is gone
+    :class:`~indexplug_chroma.errors.RecordLost`."""
     hits: list[Hit] = []
     for pid, doc, meta, dist in zip(ids, docs, metas, dists, strict=True):
         try:
@@ -948,7 +1390,7 @@ def _hits_one_by_one(
                 f"{exc})"
             ) from exc
         score = 1.0 - float(dist)
-        if not math.isfinite(score) or not records.matches(passage, filters):
+        if not math.isfinite(score):
             continue
         # from_stored: the guard checks every hit (ranks, scores, scale, id, digest) anyway.
         hits.append(

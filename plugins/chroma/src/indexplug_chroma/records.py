@@ -16,9 +16,15 @@ A Chroma record is an id, a document, an embedding and a flat metadata map.  We 
   alone, as a raw Chroma user does (``bench/metadata_keys.py``, 5,183 SciFact-sized records,
   median query at k=100: 3.84 ms with no metadata, 3.86 ms with the provenance in the
   document, 4.36 ms with it in one key, 5.41 ms with the four keys used before);
-* metadata: only ``m.<key>``, each of the passage's metadata values again as a native Chroma
-  value, so that Chroma can filter on it (``where={"m.topic": "animals"}``); a passage without
-  metadata has none.
+* metadata: the typed fields of the passage's metadata (:mod:`indexplug_chroma.fields`), so
+  that Chroma can filter on every operator exactly, and ``ip.key``, the passage's caller key;
+  a passage with neither has no metadata.  Collections created before the typed fields
+  (no ``indexplug:fields`` in the collection's metadata) keep ``m.<key>``, each scalar
+  metadata value again as a native Chroma value, and are filtered by reading the exact
+  metadata back from the provenance;
+* a record replaced by its key's new passages (:func:`dead_record`) carries ``ip.dead`` and,
+  in today's layout, a last separator and ``dead`` after the provenance, so that a search
+  (which reads documents, not metadata) sees it is dead; it is deleted right after.
 
 A collection created with the ``plain_documents`` option keeps the text alone as the document
 and the provenance in an ``ip.prov`` metadata key (the layout before; for collections other
@@ -38,9 +44,8 @@ A record Chroma answers without a document (its record deleted from Chroma's rec
 while its vector stayed in the vector index) raises :class:`RecordLost`, which the backend
 answers as ``INDEX_FAILED``: such an index can no longer say what it holds.
 
-Chroma compares ``1`` and ``1.0`` as equal; indexplug's equality filters are typed (a filter on
-the int ``2001`` does not match the float ``2001.0``), so hits are checked again against the
-exact JSON copy (:func:`matches`).
+Filters follow :func:`indexplug.filters.matches` (``1`` and ``1.0`` are one number, ``true``
+is not ``1``): :mod:`indexplug_chroma.fields` says how.
 """
 
 from __future__ import annotations
@@ -50,13 +55,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from indexplug.passages import (
-    MetadataValue,
     Passage,
     passage_from_provenance,
     provenance_json,
     source_from_json,
 )
 
+from indexplug_chroma import fields
 from indexplug_chroma.errors import RecordLost
 
 META_PREFIX = "m."
@@ -69,20 +74,68 @@ START = "ip.start"
 END = "ip.end"
 DOC = "ip.doc"
 META = "ip.meta"
+DEAD = "dead"
+"""After a last separator in a dead record's document (a provenance is JSON: never this)."""
 
 
-def to_record(p: Passage, *, plain_document: bool = False) -> tuple[str, dict[str, Any] | None]:
+def to_record(
+    p: Passage, *, plain_document: bool = False, typed: bool = True
+) -> tuple[str, dict[str, Any] | None]:
     """The Chroma document and metadata map of a passage (see the module docstring).
 
     ``plain_document``: the layout before, the text alone as the document and the provenance
-    in the ``ip.prov`` key, for collections that other Chroma clients read too.  The map is
-    ``None`` rather than empty for a passage without metadata (Chroma refuses an empty map).
+    in the ``ip.prov`` key, for collections that other Chroma clients read too.  ``typed``:
+    the typed filter fields and the key (``False``: ``m.<key>`` for a collection made before
+    them).  The map is ``None`` rather than empty for a passage without metadata (Chroma
+    refuses an empty map).
     """
     prov = provenance_json(p)
-    filterable = {META_PREFIX + key: value for key, value in p.metadata.items()}
+    filterable = filterable_fields(p, typed=typed)
     if plain_document:
         return p.text, {PROV: prov, **filterable}
     return f"{p.text}{SEPARATOR}{prov}", filterable or None
+
+
+def filterable_fields(p: Passage, *, typed: bool = True) -> dict[str, Any]:
+    """The metadata keys Chroma filters on (see :func:`to_record`)."""
+    if typed:
+        out = fields.fields_of(p.metadata)
+        if p.digest is not None:
+            out[fields.DIGEST_FIELD] = p.digest
+        if p.key is not None:
+            out[fields.KEY_FIELD] = p.key
+        return out
+    return {
+        META_PREFIX + key: value
+        for key, value in p.metadata.items()
+        if value is not None and not isinstance(value, list)
+    }
+
+
+def is_filter_field(name: str) -> bool:
+    """Whether a record's metadata key is one :func:`filterable_fields` writes (either way)."""
+    return (
+        name.startswith(META_PREFIX)
+        or name in (fields.KEY_FIELD, fields.DIGEST_FIELD)
+        or fields.is_typed(name)
+    )
+
+
+def dead_record(
+    document: str | None, metadata: Mapping[str, Any] | None
+) -> tuple[str | None, dict[str, Any]]:
+    """A record marked dead (replaced by its key's new passages, deleted next)."""
+    meta = {**(metadata or {}), fields.DEAD_FIELD: True}
+    if provenance_in_document(metadata) and document is not None:
+        document = f"{document}{SEPARATOR}{DEAD}"
+    return document, meta
+
+
+def is_dead(document: str | None, metadata: Mapping[str, Any] | None) -> bool:
+    """Whether a record was marked by :func:`dead_record` (either sign is enough)."""
+    if metadata and metadata.get(fields.DEAD_FIELD) is True:
+        return True
+    return document is not None and document.endswith(SEPARATOR + DEAD)
 
 
 def provenance_in_document(metadata: Mapping[str, Any] | None) -> bool:
@@ -152,9 +205,11 @@ def altered(
         document_sha256=p.document_sha256,
         metadata=changes.get("metadata", p.metadata),
         digest=p.digest,
+        key=p.key,
     )
-    meta = {k: v for k, v in (metadata or {}).items() if not k.startswith(META_PREFIX)}
-    meta.update({META_PREFIX + k: v for k, v in q.metadata.items()})
+    typed = not any(k.startswith(META_PREFIX) for k in metadata or {})
+    meta = {k: v for k, v in (metadata or {}).items() if not is_filter_field(k)}
+    meta.update(filterable_fields(q, typed=typed))
     if provenance_in_document(metadata):
         return f"{q.text}{SEPARATOR}{provenance_json(q)}", meta or None
     if PROV in meta:
@@ -164,27 +219,6 @@ def altered(
     meta[START], meta[END] = q.start, q.end
     meta[META] = json.dumps(dict(q.metadata), ensure_ascii=False)
     return q.text, meta
-
-
-def where_clause(filters: Mapping[str, MetadataValue] | None) -> dict[str, Any] | None:
-    """Chroma's ``where`` for equality on every key (``$and`` when there are several)."""
-    if not filters:
-        return None
-    terms = [{META_PREFIX + k: {"$eq": v}} for k, v in filters.items()]
-    return terms[0] if len(terms) == 1 else {"$and": terms}
-
-
-def matches(p: Passage, filters: Mapping[str, MetadataValue] | None) -> bool:
-    """Typed equality: the stored value equals the filter value and has its type."""
-    if not filters:
-        return True
-    for key, want in filters.items():
-        if key not in p.metadata:
-            return False
-        have = p.metadata[key]
-        if type(have) is not type(want) or have != want:
-            return False
-    return True
 
 
 def payload_bytes(p: Passage) -> int:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from indexplug.counts import CountCache
+from indexplug.names import validate_index_name
 
 from indexplug_chroma.settings import ChromaSettings
 
@@ -89,6 +90,11 @@ class Store(Protocol):
 
     def drop(self, index: str) -> bool: ...
 
+    def names(self) -> list[str]:
+        """The names of the indexes this store may hold (each still to be opened and checked
+        for an indexplug collection)."""
+        ...
+
     def disk_bytes(self, index: str) -> int | None: ...
 
     def key(self, index: str) -> str:
@@ -107,6 +113,21 @@ class Store(Protocol):
     def where(self, index: str) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
+
+
+def index_of(collection: str) -> str | None:
+    """The index a collection name belongs to (the inverse of :func:`collection_name`), or
+    None for a collection indexplug did not name."""
+    if not collection.startswith(COLLECTION_PREFIX):
+        return None
+    name = collection[len(COLLECTION_PREFIX) :]
+    if name.endswith(".0"):
+        name = name[:-2]
+    try:
+        validate_index_name(name)
+    except Exception:
+        return None
+    return name if collection_name(name) == collection else None
 
 
 def _get(client: Any, index: str) -> Any | None:
@@ -236,6 +257,22 @@ class EmbeddedStore:
                 shutil.rmtree(path, ignore_errors=True)
         return existed
 
+    def names(self) -> list[str]:
+        """The folders under ``home`` holding a Chroma database, by valid index name."""
+        out: list[str] = []
+        try:
+            entries = sorted(self.home.iterdir())
+        except FileNotFoundError:
+            return out
+        for entry in entries:
+            try:
+                validate_index_name(entry.name)
+            except Exception:
+                continue
+            if (entry / "chroma.sqlite3").is_file():
+                out.append(entry.name)
+        return out
+
     def disk_bytes(self, index: str) -> int | None:
         """Bytes of every file in the index's folder (what the index costs on disk)."""
         total = 0
@@ -323,6 +360,21 @@ class ServerStore:
             return False
         client.delete_collection(collection_name(index))
         return True
+
+    def names(self) -> list[str]:
+        """The server's collections named by indexplug (``indexplug.*``), by index name."""
+        client = self.client()
+        out: list[str] = []
+        offset, page = 0, 100
+        while True:
+            batch = client.list_collections(limit=page, offset=offset)
+            for coll in batch:
+                name = index_of(str(coll.name))
+                if name is not None:
+                    out.append(name)
+            if len(batch) < page:
+                return sorted(set(out))
+            offset += page
 
     def disk_bytes(self, index: str) -> int | None:
         return None
