@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from indexplug.deadlines import Deadline
 from indexplug.errors import InvalidIndexName, InvalidRequest
 from indexplug.filters import ALL_OPS, matches, parse_filter
 from indexplug.guard import Guard
@@ -267,13 +266,13 @@ def test_coroutine_ops_refuse_what_the_blocking_ops_refuse() -> None:
         with pytest.raises(InvalidIndexName):
             await g.asearch("../etc", "otter")
         with pytest.raises(InvalidRequest):
-            await g.aget("docs", "not-a-list")  # type: ignore[arg-type]
+            await g.aget("docs", "not-a-list")
         with pytest.raises(InvalidRequest):
             await g.ascan("docs", limit=0)
         with pytest.raises(InvalidRequest):
             await g.asearch("docs", "otter", filters={"$regex": "x"})
         with pytest.raises(InvalidRequest):
-            await g.aremove("docs", keys="doc-a")  # type: ignore[arg-type]
+            await g.aremove("docs", keys="doc-a")
         with pytest.raises(InvalidRequest):
             await g.aadd("docs", "text")  # type: ignore[arg-type]
 
@@ -490,13 +489,13 @@ def test_a_deadline_is_one_for_the_whole_call() -> None:
     seen: list[float] = []
 
     class Records(Mem):
-        def get(self, index: str, ids: Sequence[str], *, deadline: Deadline, **kw: Any) -> Any:
-            seen.append(deadline.at)
-            return super().get(index, ids, deadline=deadline, **kw)
+        def get(self, index: str, ids: Sequence[str], *, keys: Sequence[str], **kw: Any) -> Any:
+            seen.append(kw["deadline"].at)
+            return super().get(index, ids, keys=keys, **kw)
 
-        def remove(self, index: str, ids: Sequence[str], *, deadline: Deadline, **kw: Any) -> Any:
-            seen.append(deadline.at)
-            return super().remove(index, ids, deadline=deadline, **kw)
+        def remove(self, index: str, ids: Sequence[str], **kw: Any) -> Any:
+            seen.append(kw["deadline"].at)
+            return super().remove(index, ids, **kw)
 
     g = Guard(Records())
     g.add("docs", KEYED)

@@ -68,7 +68,7 @@ def height(f: Filter) -> int:
 def test_a_bare_value_is_equality(value: Any) -> None:
     f = parse({"lang": value})
     assert f == Condition("lang", "$eq", value)
-    assert type(f.value) is type(value)  # type: ignore[union-attr]
+    assert isinstance(f, Condition) and type(f.value) is type(value)
 
 
 @pytest.mark.parametrize(
