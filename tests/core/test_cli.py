@@ -84,3 +84,93 @@ def test_eval_on_a_tiny_beir_dataset(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["ndcg_at_10"] == 1.0
     assert run("eval", str(ds), "--batch", "0").exit_code != 0
+
+
+def _fill(tmp_path: Path, index: str, n: int = 6) -> Path:
+    f = tmp_path / "in.jsonl"
+    rows = [
+        {
+            "text": f"otter {i} holds hands by the river",
+            "uri": f"mem://o/{i}",
+            "metadata": {"n": i},
+            **({"key": "doc-k"} if i < 2 else {}),
+        }
+        for i in range(n)
+    ]
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = run("add", str(f), "--index", index, "--json")
+    assert r.exit_code == 0, r.output
+    return f
+
+
+def test_get_scan_indexes_and_drop(tmp_path: Path) -> None:
+    _fill(tmp_path, "o")
+    r = run("scan", "--index", "o", "--limit", "4", "--json")
+    assert r.exit_code == 0, r.output
+    page = json.loads(r.output)
+    assert page["code"] == "SCANNED" and len(page["passages"]) == 4 and page["next_after"]
+    r = run("scan", "--index", "o", "--after", page["next_after"], "--json")
+    assert len(json.loads(r.output)["passages"]) == 2
+    r = run("scan", "--index", "o", "--filter", '{"n": {"$gte": 4}}', "--json")
+    assert sorted(p["metadata"]["n"] for p in json.loads(r.output)["passages"]) == [4, 5]
+    r = run("scan", "--index", "o", "--filter", '{"n": {"$nope": 1}}')
+    assert r.exit_code == 64 and "Traceback" not in r.output
+    pid = page["passages"][0]["id"]
+    r = run("get", pid, "f" * 64, "--index", "o", "--key", "doc-k", "--json")
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.output)
+    assert got["code"] == "GOT" and got["missing_ids"] == ["f" * 64]
+    assert {p["key"] for p in got["passages"]} >= {"doc-k"}
+    r = run("get", pid, "--index", "o")
+    assert r.exit_code == 0 and "otter" in r.output
+    assert run("get", "--index", "o").exit_code == 64
+    r = run("indexes", "--json")
+    assert r.exit_code == 0, r.output
+    assert {"name": "o", "passages": 6} in json.loads(r.output)["indexes"]
+    r = run("drop", "--index", "o", input="n\n")
+    assert r.exit_code == 64
+    r = run("drop", "--index", "o", "--yes", "--json")
+    assert r.exit_code == 0 and json.loads(r.output)["exists"] is False
+
+
+def test_remove_by_key_and_filter(tmp_path: Path) -> None:
+    _fill(tmp_path, "o")
+    r = run("remove", "--index", "o", "--key", "doc-k", "--yes", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["removed"] == 2
+    r = run("remove", "--index", "o", "--filter", '{"n": {"$in": [4, 5]}}', "--yes", "--json")
+    assert r.exit_code == 0 and json.loads(r.output)["removed"] == 2
+    assert run("remove", "--index", "o", "--yes").exit_code == 64
+    assert json.loads(run("status", "--index", "o", "--json").output)["passages"] == 2
+
+
+def test_export_import_and_copy(tmp_path: Path) -> None:
+    _fill(tmp_path, "src", 30)
+    out = tmp_path / "dump.jsonl"
+    r = run("export", str(out), "--index", "src", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["passages"] == 30 and len(out.read_text().splitlines()) == 30
+    r = run("export", "-", "--index", "src")
+    assert r.exit_code == 0 and len(r.output.splitlines()) == 30
+    r = run("import", str(out), "--index", "restored", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["added"] == 30
+    r = run("import", "-", "--index", "again", "--json", input=out.read_text())
+    assert r.exit_code == 0 and json.loads(r.output)["added"] == 30
+    lines = out.read_text().splitlines()
+    row = json.loads(lines[4])
+    row["text"] += "!"
+    out.write_text("\n".join([*lines[:4], json.dumps(row)]) + "\n")
+    r = run("import", str(out), "--index", "bad")
+    assert r.exit_code == 64 and "line 5" in r.output and "Traceback" not in r.output
+    assert run("import", str(tmp_path), "--index", "bad").exit_code == 64
+    r = run("copy", "sqlite-fts5:src", "sqlite-fts5:copied", "--json")
+    assert r.exit_code == 0, r.output
+    done = json.loads(r.output)
+    assert done["code"] == "COPIED" and done["added"] == 30
+    v = done["verification"]
+    assert v["missing_ids"] == 0 and v["scales_agree"] and v["queries"]
+    assert all(q["agree"] for q in v["queries"])
+    r = run("copy", "src", "sqlite-fts5:copied")
+    assert r.exit_code == 0 and "COPIED" in r.output and "30 id(s), 0 missing" in r.output
+    assert run("copy", "nope:", "sqlite-fts5:x").exit_code == 64

@@ -14,7 +14,8 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -207,8 +208,35 @@ def emit(outcome: Any, as_json: bool) -> None:
 
 def finish(outcome: Any) -> None:
     from indexplug.outcomes import EXIT_CODES
+    from indexplug.transfer import EXIT_CODES as TRANSFER_EXIT_CODES
 
-    raise typer.Exit(EXIT_CODES.get(outcome.code, 3))
+    raise typer.Exit({**EXIT_CODES, **TRANSFER_EXIT_CODES}.get(outcome.code, FAILED))
+
+
+@contextmanager
+def progress_bar(label: str, quiet: bool) -> Iterator[Callable[[int, int], None]]:
+    """A rich progress bar on stderr for a long write; ``progress(done, total)`` moves it.
+    Hidden for ``--json`` and when stderr is not a terminal."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    with Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err.get(),
+        disable=quiet or not sys.stderr.isatty(),
+    ) as bar:
+        task = bar.add_task(label, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total or None)
 
 
 @app.command()
@@ -332,7 +360,8 @@ def add(
     deadline: DeadlineOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Add passages from JSONL: each line a Passage, or {"text", "uri", ...} to build one."""
+    """Add passages from JSONL: each line a Passage, or {"text", "uri", ...} to build one
+    ("key": the caller's document id, whose earlier passages the new ones replace)."""
     from indexplug.passages import Passage
 
     def body() -> Any:
@@ -354,14 +383,20 @@ def add(
                             start=int(data.get("start", 0)),
                             end=data.get("end"),
                             metadata=data.get("metadata"),
+                            key=data.get("key"),
                         )
                     )
             except (KeyError, TypeError, ValueError, RecursionError) as exc:
                 reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, RecursionError) else exc
                 raise ValueError(f"line {n} of {file} is not a passage: {reason}") from None
-        return t.guard.add(
-            t.index, passages, max_bytes=max_bytes or t.max_bytes, deadline_s=deadline
-        )
+        with progress_bar("adding", as_json) as moved:
+            return t.guard.add(
+                t.index,
+                passages,
+                max_bytes=max_bytes or t.max_bytes,
+                deadline_s=deadline,
+                progress=moved,
+            )
 
     outcome = guarded(body)
     emit(outcome, as_json)
@@ -471,9 +506,200 @@ def status(
     finish(outcome)
 
 
+FilterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--filter",
+        "-f",
+        help='Metadata filter as JSON, e.g. \'{"year": {"$gte": 2020}}\' (see docs/concepts.md).',
+    ),
+]
+KeyOpt = Annotated[
+    list[str] | None, typer.Option("--key", help="A caller key (repeatable): its passages.")
+]
+
+
+def parse_filter_option(text: str | None) -> Any:
+    """``--filter`` as a checked filter (a bad one is the caller's mistake: exit 64)."""
+    if text is None:
+        return None
+    from indexplug.filters import parse_filter
+
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidRequest(f"--filter is not JSON: {exc}", field="filters") from None
+    parse_filter(value)
+    return value
+
+
 @app.command()
 def remove(
-    ids: Annotated[list[str], typer.Argument(help="Passage ids to remove.")],
+    ids: Annotated[list[str] | None, typer.Argument(help="Passage ids to remove.")] = None,
+    index: IndexOpt = "",
+    key: KeyOpt = None,
+    filter_: FilterOpt = None,
+    backend: BackendOpt = None,
+    option: OptionOpt = None,
+    embedder: EmbedderOpt = None,
+    config: ConfigOpt = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Remove passages by id, by caller key (--key) or by filter (--filter); asks first unless
+    --yes."""
+
+    def body() -> Any:
+        if not index:
+            raise InvalidRequest("give --index", field="index")
+        filters = parse_filter_option(filter_)
+        if not (ids or key or filters is not None):
+            raise InvalidRequest("give ids, --key or --filter (what to remove)", field="ids")
+        t = target(index, backend, option, embedder, config)
+        what = ", ".join(
+            part
+            for part in (
+                f"{len(ids)} passage(s)" if ids else "",
+                f"every passage of {len(key)} key(s)" if key else "",
+                "every passage passing the filter" if filters is not None else "",
+            )
+            if part
+        )
+        if not yes and not typer.confirm(f"Remove {what} from '{t.index}'?"):
+            raise typer.Exit(BAD_INPUT)
+        return t.guard.remove(t.index, ids or [], keys=key or [], filters=filters)
+
+    outcome = guarded(body)
+    emit(outcome, as_json)
+    finish(outcome)
+
+
+# -- the data interface: get, scan, indexes, drop; moving an index: export, import, copy ------
+
+
+def print_passages(title: str, passages: Sequence[Any]) -> None:
+    """Passages for a person: id, source and span above the text (stored text, untrusted)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=title)
+    table.add_column("id", no_wrap=True)
+    table.add_column("source / passage", overflow="fold", ratio=1)
+    for p in passages:
+        where = f"{display_uri(p.source.uri)} [{p.start}:{p.end}]"
+        if p.key is not None:
+            where += f" key={p.key}"
+        cell = Text(where, style="cyan")
+        snippet = " ".join(p.text.split())
+        cell.append("\n" + snippet[:300] + ("…" if len(snippet) > 300 else ""))
+        table.add_row(p.id[:12] + "…", cell)
+    out.print(table)
+
+
+@app.command()
+def get(
+    ids: Annotated[list[str] | None, typer.Argument(help="Passage ids.")] = None,
+    index: IndexOpt = "",
+    key: KeyOpt = None,
+    backend: BackendOpt = None,
+    option: OptionOpt = None,
+    embedder: EmbedderOpt = None,
+    config: ConfigOpt = None,
+    deadline: DeadlineOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Read stored passages back by id or by caller key (--key); lists what is not there."""
+
+    def body() -> Any:
+        if not index:
+            raise InvalidRequest("give --index", field="index")
+        if not (ids or key):
+            raise InvalidRequest("give ids or --key (what to read)", field="ids")
+        t = target(index, backend, option, embedder, config)
+        return t.guard.get(t.index, ids or [], keys=key or [], deadline_s=deadline)
+
+    outcome = guarded(body)
+    if outcome.code == "GOT" and not as_json:
+        print_passages(outcome.message, outcome.passages)
+        for missing in [*outcome.missing_ids, *outcome.missing_keys]:
+            err.print(f"[yellow]not there:[/] {escape(one_line(missing))}", highlight=False)
+    else:
+        emit(outcome, as_json)
+    finish(outcome)
+
+
+@app.command()
+def scan(
+    index: IndexOpt,
+    filter_: FilterOpt = None,
+    after: Annotated[
+        str | None, typer.Option(help="Cursor: the last id of the previous page.")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="Passages per page.")] = 20,
+    backend: BackendOpt = None,
+    option: OptionOpt = None,
+    embedder: EmbedderOpt = None,
+    config: ConfigOpt = None,
+    deadline: DeadlineOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """One page of an index's passages in id order; the next page is --after the cursor."""
+
+    def body() -> Any:
+        t = target(index, backend, option, embedder, config)
+        return t.guard.scan(
+            t.index,
+            filters=parse_filter_option(filter_),
+            after=after,
+            limit=limit,
+            deadline_s=deadline,
+        )
+
+    outcome = guarded(body)
+    if outcome.code == "SCANNED" and not as_json:
+        print_passages(outcome.message, outcome.passages)
+        if outcome.next_after:
+            err.print(f"next page: --after {outcome.next_after}", highlight=False)
+    else:
+        emit(outcome, as_json)
+    finish(outcome)
+
+
+@app.command()
+def indexes(
+    backend: BackendOpt = None,
+    option: OptionOpt = None,
+    embedder: EmbedderOpt = None,
+    config: ConfigOpt = None,
+    index: Annotated[
+        str | None,
+        typer.Option("--index", "-i", help="A configured index: list its backend's indexes."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the indexes a backend holds, with their passage counts."""
+
+    def body() -> Any:
+        t = target(index or "default", backend, option, embedder, config)
+        return t.guard.indexes()
+
+    outcome = guarded(body)
+    if outcome.code == "INDEXES" and not as_json:
+        from rich.table import Table
+
+        table = Table(title=outcome.message)
+        table.add_column("index")
+        table.add_column("passages", justify="right")
+        for info in outcome.indexes:
+            table.add_row(escape(info.name), str(info.passages))
+        out.print(table)
+    else:
+        emit(outcome, as_json)
+    finish(outcome)
+
+
+@app.command()
+def drop(
     index: IndexOpt,
     backend: BackendOpt = None,
     option: OptionOpt = None,
@@ -482,16 +708,159 @@ def remove(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Remove passages by id (asks first unless --yes)."""
+    """Delete a whole index (asks first unless --yes)."""
 
     def body() -> Any:
         t = target(index, backend, option, embedder, config)
-        if not yes and not typer.confirm(f"Remove {len(ids)} passage(s) from '{t.index}'?"):
+        if not callable(getattr(t.guard.backend, "op_drop", None)):
+            raise InvalidRequest(f"backend '{t.backend_name}' does not offer 'drop'")
+        if not yes and not typer.confirm(f"Delete the whole index '{t.index}'?"):
             raise typer.Exit(BAD_INPUT)
-        return t.guard.remove(t.index, ids)
+        return t.guard.drop(t.index)
 
     outcome = guarded(body)
     emit(outcome, as_json)
+    finish(outcome)
+
+
+@app.command()
+def export(
+    file: Annotated[Path, typer.Argument(help="JSONL file to write ('-' for stdout).")],
+    index: IndexOpt,
+    filter_: FilterOpt = None,
+    backend: BackendOpt = None,
+    option: OptionOpt = None,
+    embedder: EmbedderOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write an index's passages to JSONL, one passage per line with every field (id, key,
+    text, source, span, metadata, digest)."""
+    from indexplug import transfer
+
+    def body() -> Any:
+        t = target(index, backend, option, embedder, config)
+        filters = parse_filter_option(filter_)
+        if str(file) == "-":
+            return transfer.export(t.guard, t.index, sys.stdout, filters=filters)
+        with progress_bar("exporting", as_json) as moved:
+            return transfer.export(t.guard, t.index, file, filters=filters, progress=moved)
+
+    outcome = guarded(body)
+    if str(file) != "-":
+        emit(outcome, as_json)
+    elif not outcome.ok:
+        emit(outcome, False)
+    finish(outcome)
+
+
+@app.command("import")
+def import_(
+    file: Annotated[Path, typer.Argument(help="JSONL written by export ('-' for stdin).")],
+    index: IndexOpt,
+    backend: BackendOpt = None,
+    option: OptionOpt = None,
+    embedder: EmbedderOpt = None,
+    config: ConfigOpt = None,
+    max_bytes: Annotated[int | None, typer.Option(help="Storage budget.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add the passages of an export to an index; every line is checked (its id and digest)
+    before anything is written."""
+    from indexplug import transfer
+
+    def body() -> Any:
+        t = target(index, backend, option, embedder, config)
+        with progress_bar("importing", as_json) as moved:
+            if str(file) == "-":
+                return transfer.import_(
+                    t.guard, t.index, sys.stdin.buffer, max_bytes=max_bytes, progress=moved
+                )
+            if file.is_dir():
+                raise IsADirectoryError(f"{file} is a folder, not a JSONL file")
+            return transfer.import_(
+                t.guard,
+                t.index,
+                file,
+                max_bytes=max_bytes or t.max_bytes,
+                progress=moved,
+            )
+
+    outcome = guarded(body)
+    emit(outcome, as_json)
+    finish(outcome)
+
+
+def end_target(
+    spec: str, options: list[str] | None, embedder: str | None, config: Path | None
+) -> Any:
+    """``BACKEND:INDEX`` (with its --*-option settings), or the name of a configured index."""
+    backend, sep, name = spec.partition(":")
+    if not sep:
+        if options or embedder:
+            raise InvalidRequest(
+                f"{spec!r} is a configured index: its settings come from the config"
+            )
+        return resolve_target(spec, config=config)
+    if not backend or not name:
+        raise InvalidRequest(f"{spec!r} is not BACKEND:INDEX")
+    return resolve_target(name, backend=backend, options=options, embedder=embedder, config=None)
+
+
+@app.command()
+def copy(
+    source: Annotated[str, typer.Argument(help="BACKEND:INDEX (or a configured index) to copy.")],
+    dest: Annotated[str, typer.Argument(help="BACKEND:INDEX (or a configured index) to fill.")],
+    src_option: Annotated[
+        list[str] | None, typer.Option("--src-option", help="Source setting KEY=VALUE.")
+    ] = None,
+    dst_option: Annotated[
+        list[str] | None, typer.Option("--dst-option", help="Target setting KEY=VALUE.")
+    ] = None,
+    src_embedder: Annotated[
+        str | None, typer.Option("--src-embedder", help="Source embedder PROVIDER:MODEL.")
+    ] = None,
+    dst_embedder: Annotated[
+        str | None, typer.Option("--dst-embedder", help="Target embedder PROVIDER:MODEL.")
+    ] = None,
+    config: ConfigOpt = None,
+    restart: Annotated[
+        bool, typer.Option(help="Start over instead of going on from an interrupted copy.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Copy every passage of one index into another, on any two backends (a dense target
+    embeds them), with a progress bar; an interrupted copy goes on where it stopped when run
+    again, and the result is verified (counts, ids, sample queries on one score scale)."""
+    from indexplug import transfer
+    from indexplug.invocation import end_id
+
+    def body() -> Any:
+        src = end_target(source, src_option, src_embedder, config)
+        dst = end_target(dest, dst_option, dst_embedder, config)
+        with progress_bar("copying", as_json) as moved:
+            return transfer.copy(
+                src.guard,
+                src.index,
+                dst.guard,
+                dst.index,
+                progress=moved,
+                source_id=end_id(src),
+                target_id=end_id(dst),
+                restart=restart,
+                max_bytes=dst.max_bytes,
+            )
+
+    outcome = guarded(body)
+    emit(outcome, as_json)
+    if not as_json and outcome.code in ("COPIED", "COPY_MISMATCH"):
+        v = outcome.verification
+        err.print(
+            f"checked: {v.ids_checked} id(s), {v.missing_ids} missing; "
+            f"{sum(q.agree for q in v.queries)}/{len(v.queries)} sample queries agree"
+            + (f"; {v.note}" if v.note else ""),
+            highlight=False,
+        )
     finish(outcome)
 
 
