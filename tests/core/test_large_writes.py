@@ -344,3 +344,14 @@ def test_a_write_of_max_write_is_taken() -> None:
     out = Guard(store).add("docs", Repeating(MAX_WRITE))
     assert type(out) is Indexed and out.added == 3 and out.known == MAX_WRITE - 3
     assert sizes(store) == [3]
+
+
+@pytest.mark.parametrize("progress", [5, "bar", [print]])
+def test_a_progress_that_cannot_be_called_is_refused_before_writing(progress: Any) -> None:
+    store = Store()
+    with pytest.raises(InvalidRequest) as info:
+        Guard(store).add("docs", MANY, progress=progress)
+    assert info.value.field == "progress"
+    with pytest.raises(InvalidRequest):
+        asyncio.run(Guard(store).aadd("docs", MANY, progress=progress))
+    assert store.calls == []

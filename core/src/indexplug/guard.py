@@ -208,7 +208,7 @@ class Guard:
         each.  A write that fails or hits its deadline keeps the batches that were stored and
         says how many (``committed``); repeating the same call completes the rest.
         """
-        plan = self._plan_add(index, passages, max_bytes, deadline_s)
+        plan = self._plan_add(index, passages, max_bytes, deadline_s, progress)
         done: list[Any] = []
         for chunk in plan.chunks:
             out = self._run(self._add_call(index, chunk, max_bytes, plan.deadline))
@@ -229,7 +229,7 @@ class Guard:
         progress: Progress | None = None,
     ) -> AddOutcome:
         """:meth:`add` as a coroutine."""
-        plan = self._plan_add(index, passages, max_bytes, deadline_s)
+        plan = self._plan_add(index, passages, max_bytes, deadline_s, progress)
         done: list[Any] = []
         for chunk in plan.chunks:
             out = await self._arun(self._add_call(index, chunk, max_bytes, plan.deadline))
@@ -433,8 +433,14 @@ class Guard:
         passages: Sequence[Passage],
         max_bytes: int | None,
         deadline_s: float | None,
+        progress: Progress | None = None,
     ) -> _AddPlan:
         validate_index_name(index)
+        if progress is not None and not callable(progress):
+            # refused now: found out after the first batch, the write would stop half done
+            raise InvalidRequest(
+                "progress must be a callable progress(done, total)", field="progress"
+            )
         if isinstance(passages, (str, bytes)) or not isinstance(passages, Sequence):
             raise InvalidRequest("passages must be a list of Passage", field="passages")
         if len(passages) > MAX_WRITE:
