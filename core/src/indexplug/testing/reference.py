@@ -7,6 +7,11 @@ every op checks its deadline, answers only typed outcomes, keeps the budget of t
 tells ``NO_MATCH`` from ``INDEX_EMPTY``, and carries the kit's hooks (``tamper``,
 ``make_unavailable``, ``restore``).
 
+It also implements the whole data interface, as the worked example of each optional part:
+``get`` (by id and by caller key), ``scan`` (id order, a cursor, filters), ``indexes``,
+``op_drop``, caller keys with an atomic upsert (``Indexed.replaced``), and every filter
+operator of :mod:`indexplug.filters`, served by :func:`indexplug.filters.matches` itself.
+
 Scoring is a plain TF-IDF over lower-cased word tokens, on the scale ``reference_tfidf``; it is
 meant to be obviously right, not good.  With ``home`` given, each index is one JSON file in it,
 rewritten atomically (write then rename) after every change, so the backend can claim
@@ -28,25 +33,35 @@ from typing import Any
 
 from indexplug.budget import effective_max_bytes, over_budget
 from indexplug.deadlines import Deadline
+from indexplug.errors import InvalidRequest
+from indexplug.filters import ALL_OPS, Filter, matches, parse_filter
 from indexplug.hookspecs import hookimpl
+from indexplug.names import validate_index_name
 from indexplug.outcomes import (
     AddOutcome,
+    GetOutcome,
+    Got,
     Hit,
     Indexed,
     IndexEmpty,
+    IndexesOutcome,
     IndexFailed,
+    IndexInfo,
+    IndexList,
     IndexStatus,
     IndexTimeout,
     IndexUnavailable,
     NoMatch,
     Removed,
     RemoveOutcome,
+    Scanned,
+    ScanOutcome,
     ScoreScale,
     Searched,
     SearchOutcome,
     StatusOutcome,
 )
-from indexplug.passages import MetadataValue, Passage
+from indexplug.passages import Passage
 from indexplug.protocols import BackendContext, BackendSpec, Capabilities, Readiness
 
 __all__ = ["ReferenceBackend", "indexplug_backends", "tokens"]
@@ -74,6 +89,8 @@ class _Index:
     """Insertion-ordered; the order breaks score ties, so results are deterministic."""
     postings: dict[str, dict[str, int]] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
+    by_key: dict[str, dict[str, None]] = field(default_factory=dict)
+    """The ids of each caller key's passages (an insertion-ordered set per key)."""
     max_bytes: int | None = None
 
     @property
@@ -81,14 +98,25 @@ class _Index:
         return sum(self.sizes.values())
 
     def put(self, p: Passage) -> None:
+        old = self.passages.get(p.id)
+        if old is not None:  # the same passage under another key: its record is replaced
+            self.drop(p.id)
         self.passages[p.id] = p
         self.sizes[p.id] = _size(p)
+        if p.key is not None:
+            self.by_key.setdefault(p.key, {})[p.id] = None
         for term, n in _counts(p.text).items():
             self.postings.setdefault(term, {})[p.id] = n
 
     def drop(self, pid: str) -> None:
         p = self.passages.pop(pid)
         self.sizes.pop(pid, None)
+        if p.key is not None:
+            ids = self.by_key.get(p.key)
+            if ids is not None:
+                ids.pop(pid, None)
+                if not ids:
+                    del self.by_key[p.key]
         for term in _counts(p.text):
             post = self.postings.get(term)
             if post is not None:
@@ -109,11 +137,11 @@ def _size(p: Passage) -> int:
     return len(p.model_dump_json().encode("utf-8"))
 
 
-def _meta_equal(a: object, b: object) -> bool:
-    """Filter equality that does not confuse ``True`` with ``1``."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    return a == b
+def as_filter(filters: object) -> Filter | None:
+    """What a backend is given in ``filters=`` as a parsed :data:`~indexplug.filters.Filter`:
+    the guard hands a backend that claims operators the parsed filter, and one that claims
+    only ``filters`` a ``{key: value}`` map of equalities (parsed here the same way)."""
+    return parse_filter(filters)
 
 
 class ReferenceBackend:
@@ -127,6 +155,11 @@ class ReferenceBackend:
         self.home = Path(home) if home is not None else None
         self.capabilities = Capabilities(
             filters=True,
+            filter_operators=ALL_OPS,
+            get=True,
+            scan=True,
+            indexes=True,
+            keys=True,
             deletion=True,
             persistence=self.home is not None,
             concurrent_writers=True,
@@ -166,6 +199,7 @@ class ReferenceBackend:
                 document_sha256=old.document_sha256,
                 metadata=old.metadata,
                 digest=old.digest,
+                key=old.key,
             )
             self._save(index, ix)
 
@@ -193,6 +227,7 @@ class ReferenceBackend:
                 source=source,
                 document_sha256=old.document_sha256,
                 digest=old.digest,
+                key=old.key,
                 **fields,
             )
             self._save(index, ix)
@@ -245,14 +280,31 @@ class ReferenceBackend:
     def add(
         self, index: str, passages: Sequence[Passage], *, max_bytes: int | None, deadline: Deadline
     ) -> AddOutcome:
+        """Store the new passages; a keyed batch also replaces, in the same step under the
+        lock, every earlier passage of its keys that it does not hold (an upsert: a reader
+        sees the key's old passages or its new ones, never both and never neither)."""
         if out := self._unavailable(index) or self._timeout(index, deadline, "before adding"):
             return out
         with self._lock:
             ix = self._index(index) or _Index()
             new = [p for p in passages if p.id not in ix.passages]
+            # a stored passage sent again under another key moves to that key
+            rekeyed = [
+                p
+                for p in passages
+                if p.key is not None and p.id in ix.passages and ix.passages[p.id].key != p.key
+            ]
+            batch = {p.id for p in passages}
+            keys = dict.fromkeys(p.key for p in passages if p.key is not None)
+            stale = [pid for k in keys for pid in ix.by_key.get(k, {}) if pid not in batch]
             budget = effective_max_bytes(ix.max_bytes, max_bytes)
-            if new:
-                needed = ix.bytes_used + sum(_size(p) for p in new)
+            if new or rekeyed:
+                needed = (
+                    ix.bytes_used
+                    - sum(ix.sizes.get(pid, 0) for pid in stale)
+                    + sum(_size(p) for p in new)
+                    + sum(_size(p) - ix.sizes.get(p.id, 0) for p in rekeyed)
+                )
                 refused = over_budget(
                     index, self.name, needed=needed, max_bytes=budget, check="measured"
                 )
@@ -262,8 +314,8 @@ class ReferenceBackend:
                 return out
             if ix.max_bytes is None and max_bytes is not None:
                 ix.max_bytes = max_bytes
-            self._write(index, ix, new)
-            return Indexed.of_batch(
+            self._write(index, ix, [*new, *rekeyed], stale)
+            done = Indexed.of_batch(
                 index=index,
                 backend=self.name,
                 ids=[p.id for p in passages],
@@ -271,10 +323,16 @@ class ReferenceBackend:
                 bytes_used=ix.bytes_used,
                 max_bytes=budget,
             )
+            return done.model_copy(update={"replaced": len(stale)}) if stale else done
 
-    def _write(self, index: str, ix: _Index, new: Sequence[Passage]) -> None:
-        """Apply a write (under the lock) and persist it; separate so that a broken variant
-        can override just this step."""
+    def _write(
+        self, index: str, ix: _Index, new: Sequence[Passage], stale: Sequence[str] = ()
+    ) -> None:
+        """Apply a write (under the lock): remove the ``stale`` passages an upsert replaces,
+        store ``new``, and persist it once; separate so that a broken variant can override
+        just this step."""
+        for pid in stale:
+            ix.drop(pid)
         for p in new:
             ix.put(p)
         self._indexes[index] = ix
@@ -287,10 +345,11 @@ class ReferenceBackend:
         *,
         top_k: int,
         deadline: Deadline,
-        filters: Mapping[str, MetadataValue] | None = None,
+        filters: Any = None,
     ) -> SearchOutcome:
         if out := self._unavailable(index) or self._timeout(index, deadline, "before searching"):
             return out
+        flt = as_filter(filters)
         with self._lock:
             ix = self._index(index)
             if ix is None or (not ix.passages and not ix.postings):
@@ -315,9 +374,7 @@ class ReferenceBackend:
                     p = ix.passages.get(pid)
                     if p is None:
                         return self._inconsistent(index)
-                    if filters and not all(
-                        _meta_equal(p.metadata.get(k), v) for k, v in filters.items()
-                    ):
+                    if flt is not None and not self._passes(flt, p.metadata):
                         continue
                     scores[pid] = scores.get(pid, 0.0) + tf * idf
             order = {pid: i for i, pid in enumerate(ix.passages)}
@@ -366,6 +423,106 @@ class ReferenceBackend:
                 bytes_used=ix.bytes_used,
                 max_bytes=ix.max_bytes,
             )
+
+    def _passes(self, flt: Filter, metadata: Mapping[str, Any]) -> bool:
+        """Whether a passage passes a filter: :func:`indexplug.filters.matches`, the reference
+        meaning itself; separate so that a broken variant can override just this step."""
+        return matches(flt, metadata)
+
+    def get(
+        self, index: str, ids: Sequence[str], *, keys: Sequence[str] = (), deadline: Deadline
+    ) -> GetOutcome:
+        """The passages with these ids (in the order asked), then those of these keys; what is
+        not there is listed as missing.  An index never written is no error: all missing."""
+        if out := self._unavailable(index) or self._timeout(index, deadline, "before get"):
+            return out
+        with self._lock:
+            ix = self._index(index)
+            store = ix.passages if ix is not None else {}
+            found = {pid: store[pid] for pid in ids if pid in store}
+            by_key = ix.by_key if ix is not None else {}
+            for k in keys:
+                for pid in by_key.get(k, {}):
+                    found.setdefault(pid, store[pid])
+            return Got(
+                index=index,
+                backend=self.name,
+                passages=list(found.values()),
+                missing_ids=[pid for pid in ids if pid not in store],
+                missing_keys=[k for k in keys if k not in by_key],
+            )
+
+    def scan(
+        self,
+        index: str,
+        *,
+        filters: Any,
+        after: str | None,
+        limit: int,
+        deadline: Deadline,
+    ) -> ScanOutcome:
+        """Up to ``limit`` passages with an id above ``after`` that pass ``filters``, in id
+        order; ``next_after`` is the last id when another passing one follows, else None."""
+        if out := self._unavailable(index) or self._timeout(index, deadline, "before scan"):
+            return out
+        flt = as_filter(filters)
+        with self._lock:
+            ix = self._index(index)
+            if ix is None:
+                return Scanned(index=index, backend=self.name, passages=[], next_after=None)
+            page: list[Passage] = []
+            more = False
+            for steps, pid in enumerate(sorted(ix.passages), start=1):
+                if steps % CHECK_EVERY == 0 and (
+                    out := self._timeout(index, deadline, "while scanning")
+                ):
+                    return out
+                if after is not None and pid <= after:
+                    continue
+                p = ix.passages[pid]
+                if flt is not None and not self._passes(flt, p.metadata):
+                    continue
+                if len(page) == limit:
+                    more = True
+                    break
+                page.append(p)
+        return Scanned(
+            index=index,
+            backend=self.name,
+            passages=page,
+            next_after=page[-1].id if more else None,
+        )
+
+    def indexes(self, *, deadline: Deadline) -> IndexesOutcome:
+        """Every index this backend holds (in memory, and for a home, every index file in
+        it), with its passage count."""
+        if out := self._unavailable("") or self._timeout("", deadline, "before indexes"):
+            return out
+        with self._lock:
+            names = set(self._indexes)
+            if self.home is not None and self.home.is_dir():
+                names.update(f.stem for f in self.home.glob("*.json"))
+            infos = []
+            for name in sorted(names):
+                try:
+                    validate_index_name(name)
+                except InvalidRequest:
+                    continue  # not an index of ours (a stray file)
+                ix = self._index(name)
+                if ix is not None:
+                    infos.append(IndexInfo(name=name, passages=len(ix.passages)))
+        return IndexList(index="", backend=self.name, indexes=infos)
+
+    def op_drop(self, index: str, *, deadline: Deadline) -> StatusOutcome:
+        """Delete the whole index (its file too); dropping one that does not exist is fine."""
+        if out := self._unavailable(index) or self._timeout(index, deadline, "before drop"):
+            return out
+        with self._lock:
+            self._indexes.pop(index, None)
+            path = self._path(index)
+            if path is not None:
+                path.unlink(missing_ok=True)
+        return IndexStatus(index=index, backend=self.name, exists=False, passages=0)
 
     # -- storage -----------------------------------------------------------------------------
     def _path(self, index: str) -> Path | None:
