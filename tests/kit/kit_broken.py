@@ -10,7 +10,7 @@ the kit must then fail with the guard's reason.  The others break rules only the
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from indexplug import (
@@ -23,6 +23,8 @@ from indexplug import (
     Removed,
     Searched,
 )
+from indexplug.filters import ALL_OPS, And, Condition, Filter, Not, Or, matches
+from indexplug.outcomes import Got, IndexFailed, IndexList, Scanned
 from indexplug.protocols import BackendContext
 from indexplug.testing.reference import ReferenceBackend, _Index
 
@@ -98,6 +100,7 @@ class ServesTampered(ReferenceBackend):
                 source=p.source,
                 document_sha256=p.document_sha256,
                 metadata=p.metadata,
+                key=p.key,
             )
             hits.append(h.model_copy(update={"passage": fresh}))
         return out.model_copy(update={"hits": hits})
@@ -151,8 +154,10 @@ class LosesUnderConcurrency(ReferenceBackend):
         super().__init__(home)
         self._lock = _NoLock()  # type: ignore[assignment]
 
-    def _write(self, index: str, ix: _Index, new: Sequence[Passage]) -> None:
-        snapshot = list(ix.passages.values())
+    def _write(
+        self, index: str, ix: _Index, new: Sequence[Passage], stale: Sequence[str] = ()
+    ) -> None:
+        snapshot = [p for p in ix.passages.values() if p.id not in set(stale)]
         time.sleep(0.002)  # the window in which another writer's work is lost
         fresh = _Index(max_bytes=ix.max_bytes)
         for p in [*snapshot, *new]:
@@ -228,7 +233,10 @@ class DropsMetadata(ReferenceBackend):
 
 
 class NoCapabilities(ReferenceBackend):
-    """Correct, but claims nothing: each capability's check must say NOT_CLAIMED, not pass."""
+    """Correct, but claims nothing (and offers no ``op_drop``): each capability's check must
+    say NOT_CLAIMED, not pass."""
+
+    op_drop = None  # type: ignore[assignment]
 
     def __init__(self, home: Any = None) -> None:
         super().__init__(home)
@@ -280,3 +288,163 @@ class SkipsLostRows(ReferenceBackend):
                 for term in [t for t, post in ix.postings.items() if not post]:
                     del ix.postings[term]
         return super().search(index, query, **kw)
+
+
+# -- the data interface (issue 27): each breaks one rule of get, scan, indexes, drop, keys or
+# operator filters
+
+
+class GetOmitsMissing(ReferenceBackend):
+    """Leaves the ids it did not find out of ``missing_ids`` (the guard sees it)."""
+
+    def get(self, index: str, ids: Sequence[str], **kw: Any) -> Any:
+        out = super().get(index, ids, **kw)
+        return out.model_copy(update={"missing_ids": []}) if isinstance(out, Got) else out
+
+
+class GetFailsOnMissingIndex(ReferenceBackend):
+    """Answers a failure for an index never written, where everything asked is missing."""
+
+    def get(self, index: str, ids: Sequence[str], **kw: Any) -> Any:
+        if self._index(index) is None:
+            return IndexFailed(index=index, backend=self.name, reason=f"no such index {index}")
+        return super().get(index, ids, **kw)
+
+
+class GetLosesKeyById(ReferenceBackend):
+    """Passages read back by id come without their caller key, resealed so the guard cannot
+    tell (read back by key, they keep it)."""
+
+    def get(self, index: str, ids: Sequence[str], **kw: Any) -> Any:
+        out = super().get(index, ids, **kw)
+        if not isinstance(out, Got):
+            return out
+        wanted = set(ids)
+        ps = []
+        for p in out.passages:
+            if p.id in wanted and p.key is not None:
+                bare = p.model_copy(update={"key": None})
+                p = bare.model_copy(update={"digest": bare.expected_digest()})
+            ps.append(p)
+        return out.model_copy(update={"passages": ps})
+
+
+class GetOmitsMissingKeys(ReferenceBackend):
+    """Leaves the keys no passage has out of ``missing_keys`` (the guard sees it)."""
+
+    def get(self, index: str, ids: Sequence[str], **kw: Any) -> Any:
+        out = super().get(index, ids, **kw)
+        return out.model_copy(update={"missing_keys": []}) if isinstance(out, Got) else out
+
+
+class ScanSkipsPage(ReferenceBackend):
+    """Following a cursor, skips a page: the ids it answers are in order and its cursor is
+    its last id, so only comparing with what was added shows the loss."""
+
+    def scan(self, index: str, *, after: str | None, limit: int, **kw: Any) -> Any:
+        if after is not None:
+            skipped = super().scan(index, after=after, limit=limit, **kw)
+            if not isinstance(skipped, Scanned) or skipped.next_after is None:
+                return Scanned(index=index, backend=self.name, passages=[], next_after=None)
+            after = skipped.next_after
+        return super().scan(index, after=after, limit=limit, **kw)
+
+
+class ScanRepeatsCursor(ReferenceBackend):
+    """Takes the cursor as inclusive, so each page repeats the last passage of the one
+    before (the guard sees ids not above the cursor)."""
+
+    def scan(self, index: str, *, after: str | None, **kw: Any) -> Any:
+        if after is not None:
+            after = after[:-1]  # a hair below the cursor: its own id comes again
+        return super().scan(index, after=after, **kw)
+
+
+class IndexesOmitsOne(ReferenceBackend):
+    """Lists every index but the last."""
+
+    def indexes(self, *, deadline: Deadline) -> Any:
+        out = super().indexes(deadline=deadline)
+        if isinstance(out, IndexList) and out.indexes:
+            return out.model_copy(update={"indexes": out.indexes[:-1]})
+        return out
+
+
+class DropKeepsPassages(ReferenceBackend):
+    """Answers that the index is gone, and deletes nothing."""
+
+    def op_drop(self, index: str, *, deadline: Deadline) -> Any:
+        return IndexStatus(index=index, backend=self.name, exists=False, passages=0)
+
+
+class UpsertKeepsOld(ReferenceBackend):
+    """Adds a key's new passages and never removes its old ones."""
+
+    def _write(
+        self, index: str, ix: _Index, new: Sequence[Passage], stale: Sequence[str] = ()
+    ) -> None:
+        super()._write(index, ix, new, ())
+
+
+class UpsertNotAtomic(ReferenceBackend):
+    """Replaces a key's passages in two steps, letting readers in between: first the old
+    ones go, then the new ones come (a reader sees neither version whole)."""
+
+    def _write(
+        self, index: str, ix: _Index, new: Sequence[Passage], stale: Sequence[str] = ()
+    ) -> None:
+        if stale:
+            super()._write(index, ix, (), stale)
+            self._lock.release()  # held once, by add
+            try:
+                time.sleep(0.005)
+            finally:
+                self._lock.acquire()
+        super()._write(index, ix, new, ())
+
+
+class NeIgnoresLists(ReferenceBackend):
+    """Treats ``$ne`` as passing whenever the field holds a list (the guard sees passages
+    that fail the filter)."""
+
+    def _passes(self, flt: Filter, metadata: Mapping[str, Any]) -> bool:
+        return matches(_ne_on_lists_passes(flt, metadata), metadata)
+
+
+def _ne_on_lists_passes(flt: Filter, metadata: Mapping[str, Any]) -> Filter:
+    """``flt`` with every ``$ne`` on a list-valued field replaced by ``$exists`` of a field
+    no passage has set to false (which always holds)."""
+    if isinstance(flt, Condition):
+        if flt.op == "$ne" and isinstance(metadata.get(flt.field), list):
+            return Condition("\x01always", "$exists", False)
+        return flt
+    if isinstance(flt, Not):
+        return Not(_ne_on_lists_passes(flt.item, metadata))
+    items = tuple(_ne_on_lists_passes(i, metadata) for i in flt.items)
+    return And(items) if isinstance(flt, And) else Or(items)
+
+
+class NullIsNotMissing(ReferenceBackend):
+    """Holds ``$eq null`` only for a field stored as null, not for one that is missing or an
+    empty list (it returns too few, which only comparing with the reference shows)."""
+
+    def _passes(self, flt: Filter, metadata: Mapping[str, Any]) -> bool:
+        if isinstance(flt, Condition) and flt.op == "$eq" and flt.value is None:
+            return flt.field in metadata and metadata[flt.field] is None
+        if isinstance(flt, Not):
+            return not self._passes(flt.item, metadata)
+        if isinstance(flt, And):
+            return all(self._passes(i, metadata) for i in flt.items)
+        if isinstance(flt, Or):
+            return any(self._passes(i, metadata) for i in flt.items)
+        return matches(flt, metadata)
+
+
+class ClaimsUnknownOperator(ReferenceBackend):
+    """Claims a filter operator indexplug.filters does not define."""
+
+    def __init__(self, home: Any = None) -> None:
+        super().__init__(home)
+        self.capabilities = self.capabilities.model_copy(
+            update={"filter_operators": ALL_OPS | {"$regex"}}
+        )

@@ -26,9 +26,14 @@ _MODULE = """
 import pytest
 from indexplug import Guard
 from indexplug.testing import (
-    BackendConformance, ConcurrentWritersConformance, DeletionConformance, FiltersConformance,
-    KitSettings, OutageConformance, ReferenceBackend, SeparateRecordsConformance,
+    BackendConformance, ConcurrentWritersConformance, DeletionConformance, DropConformance,
+    FiltersConformance, GetConformance, IndexesConformance, KeysConformance, KitSettings,
+    OperatorFiltersConformance, OutageConformance, ReferenceBackend, ScanConformance,
+    SeparateRecordsConformance,
 )
+
+DATA = (GetConformance, ScanConformance, IndexesConformance, DropConformance, KeysConformance,
+        OperatorFiltersConformance)
 
 SMALL = KitSettings(scale_passages=200, scale_batch=100, threads=3, batches_per_thread=3,
                     huge_passage_chars=20_000)
@@ -42,7 +47,7 @@ def named(name):
 
 class TestComplete(BackendConformance, DeletionConformance, FiltersConformance,
                    ConcurrentWritersConformance, OutageConformance,
-                   SeparateRecordsConformance):
+                   SeparateRecordsConformance, *DATA):
     conformance_settings = SMALL
 
     @pytest.fixture
@@ -54,7 +59,7 @@ class TestComplete(BackendConformance, DeletionConformance, FiltersConformance,
 
 class TestLeavesOutFilters(BackendConformance, DeletionConformance,
                            ConcurrentWritersConformance, OutageConformance,
-                   SeparateRecordsConformance):
+                           SeparateRecordsConformance, *DATA):
     # the backend claims filters, but FiltersConformance is not in the class
     conformance_settings = SMALL
 
@@ -66,7 +71,8 @@ class TestLeavesOutFilters(BackendConformance, DeletionConformance,
 """
 
 IN_MEMORY_CLAIMS = ReferenceBackend().capabilities
-"""What the pytester module's backends claim: filters, deletion, concurrent writers; not
+"""What the pytester module's backends claim: filters (every operator), get, scan, indexes,
+keys, deletion, concurrent writers, separate records (and drop, by offering op_drop); not
 persistence, multi-process writers or a server."""
 
 DESELECTED = "not run: deselected (-k, -m or another selection option)"
@@ -81,13 +87,22 @@ def _verdict(summary: dict[str, Any]) -> dict[str, Any]:
     return {k: summary[k] for k in ("total", "not_claimed", "ok", "complete", "missing")}
 
 
-def _applicable(caps: Capabilities) -> list[str]:
-    """The check ids a backend with ``caps`` must pass, worked out here from the checks' own
-    declarations (not through the card code under test)."""
+def _applicable(caps: Capabilities, *, drop: bool = True) -> list[str]:
+    """The check ids a backend with ``caps`` (offering ``op_drop`` when ``drop``) must pass,
+    worked out here from the checks' own declarations (not through the card code under
+    test): a flag claimed ``True``, ``filter_operators`` claimed non-empty."""
     out = []
     for c in CHECKS:
         capability = "server" if c.outage_or_claim else c.claim
-        if capability is None or getattr(caps, capability) is True:
+        if capability is None:
+            out.append(c.id)
+        elif capability == "drop":
+            if drop:
+                out.append(c.id)
+        elif capability == "filter_operators":
+            if caps.filter_operators:
+                out.append(c.id)
+        elif getattr(caps, capability) is True:
             out.append(c.id)
     return out
 
@@ -139,7 +154,7 @@ def test_pytest_route_complete_and_missing_mixin(pytester: pytest.Pytester) -> N
     assert row["status"] == "SKIPPED"
     assert row["reason"] == "not run: TestLeavesOutFilters does not include FiltersConformance"
     result.stdout.fnmatch_lines(
-        ["leaves-out-filters: * of 27; INCOMPLETE, did not run: filters.equality"]
+        [f"leaves-out-filters: * of {len(CHECKS)}; INCOMPLETE, did not run: filters.equality"]
     )
 
 

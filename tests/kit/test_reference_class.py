@@ -13,10 +13,16 @@ from indexplug.testing import (
     BackendFactory,
     ConcurrentWritersConformance,
     DeletionConformance,
+    DropConformance,
     FiltersConformance,
+    GetConformance,
+    IndexesConformance,
+    KeysConformance,
+    OperatorFiltersConformance,
     OutageConformance,
     PersistenceConformance,
     ReferenceBackend,
+    ScanConformance,
     SeparateRecordsConformance,
 )
 from indexplug.testing.reference import _factory
@@ -30,6 +36,12 @@ class TestReferenceConformance(
     ConcurrentWritersConformance,
     OutageConformance,
     SeparateRecordsConformance,
+    GetConformance,
+    ScanConformance,
+    IndexesConformance,
+    DropConformance,
+    KeysConformance,
+    OperatorFiltersConformance,
 ):
     """Persisted to ``tmp_path``: every check applies but the multi-process one."""
 
@@ -53,6 +65,12 @@ class TestInMemoryReferenceConformance(
     ConcurrentWritersConformance,
     OutageConformance,
     SeparateRecordsConformance,
+    GetConformance,
+    ScanConformance,
+    IndexesConformance,
+    DropConformance,
+    KeysConformance,
+    OperatorFiltersConformance,
 ):
     """In memory, given bare (unguarded): the kit wraps it; persistence is not claimed."""
 

@@ -14,6 +14,7 @@ _NO_MATCH_SHAPE = (
     "search.no_match",
     "remove.never_returned",
     "filters.equality",
+    "filters.operators",
     "hostile.queries",
 )
 """Every check that meets an empty result: they all must see NO_MATCH."""
@@ -32,7 +33,10 @@ CASES: dict[str, tuple[type[ReferenceBackend], dict[str, str]]] = {
         kb.RaisesOnMissingIndex,
         {
             "status.reports": r"returned INDEX_FAILED \(plugin 'reference' raised during status: "
-            r"FileNotFoundError.*instead of STATUS"
+            r"FileNotFoundError.*instead of STATUS",
+            # a dropped index is one that does not exist
+            "drop.removes": r"status after drop returned INDEX_FAILED \(plugin 'reference' "
+            r"raised during status: FileNotFoundError",
         },
     ),
     "leaks a raw exception on hostile input": (
@@ -104,6 +108,14 @@ CASES: dict[str, tuple[type[ReferenceBackend], dict[str, str]]] = {
             "remove.never_returned": r"returned a passage that was removed",
             "search.empty_index": r"all removed returned SEARCHED instead of INDEX_EMPTY",
             "persistence.reopen": r"reopening changed the index: .* 11 passage\(s\) before and 12",
+            # every read op sees what a removal left behind
+            "get.by_id": r"get of a removed passage's id still answered it",
+            "scan.pages": r"scan after removing a passage answered 12 passages, expected the "
+            r"other 11",
+            "indexes.lists": r"indexes after removing a passage listed 'kit-listb-\w+' with 3 "
+            r"passages; it holds 2",
+            "keys.get_remove": r"get by key after removing doc-c answered 5 passage\(s\), "
+            r"missing_keys=\[\]",
         },
     ),
     "loses everything on reopen": (
@@ -128,7 +140,87 @@ CASES: dict[str, tuple[type[ReferenceBackend], dict[str, str]]] = {
             # the guard re-checks every hit against the filter, so a hit stripped of the
             # metadata that matched is caught there before the kit compares it
             "filters.equality": r"does not pass the filter it was asked for",
+            "filters.operators": r"not exactly as added \(metadata, digest differ\)|does not "
+            r"pass the filter it was asked for",
             "integrity.record": r"answered SEARCHED instead of INDEX_FAILED",
+        },
+    ),
+    # the data interface (issue 27): every new check has a broken backend that fails it
+    "get drops the ids it did not find": (
+        kb.GetOmitsMissing,
+        {
+            "get.by_id": r"get of three stored ids and one never added returned INDEX_FAILED "
+            r"\(contract violation .*missing ids or keys do not match"
+        },
+    ),
+    "get fails on an index never written": (
+        kb.GetFailsOnMissingIndex,
+        {"get.by_id": r"get from an index never written returned INDEX_FAILED .*instead of GOT"},
+    ),
+    "get by id loses the caller key (resealed)": (
+        kb.GetLosesKeyById,
+        {
+            "keys.get_remove": r"get by the id of a passage of doc-c .* not exactly as added "
+            r"\(digest, key differ\)"
+        },
+    ),
+    "get drops the keys it did not find": (
+        kb.GetOmitsMissingKeys,
+        {
+            "keys.get_remove": r"get by keys doc-c and one no passage has returned INDEX_FAILED "
+            r"\(contract violation .*missing ids or keys do not match"
+        },
+    ),
+    "scan skips a page after a cursor": (
+        kb.ScanSkipsPage,
+        {
+            "scan.pages": r"scan of 12 passages in pages of 5 returned 7 of the 12 passages "
+            r"\(5 never came\)"
+        },
+    ),
+    "scan repeats the cursor's passage": (
+        kb.ScanRepeatsCursor,
+        {"scan.pages": r"\(page 2\) returned INDEX_FAILED \(contract violation .*out of id order"},
+    ),
+    "indexes omits one": (
+        kb.IndexesOmitsOne,
+        {"indexes.lists": r"indexes after writing two indexes did not list 'kit-listb-"},
+    ),
+    "drop deletes nothing": (
+        kb.DropKeepsPassages,
+        {"drop.removes": r"after drop, status says exists=True, passages=12"},
+    ),
+    "upsert leaves the old version": (
+        kb.UpsertKeepsOld,
+        {"keys.upsert": r"after replacing doc-a, status reports 19 passages; expected 17"},
+    ),
+    "upsert lets readers see neither version": (
+        kb.UpsertNotAtomic,
+        {
+            "keys.upsert": r"while doc-a was being replaced saw neither version whole .*the upsert "
+            r"is not atomic"
+        },
+    ),
+    "$ne ignored on lists (the guard sees extra passages)": (
+        kb.NeIgnoresLists,
+        {
+            "filters.operators": r"filters=.*\$ne.*(passage\(s\) that indexplug.filters.matches "
+            r"(rejects|selects)|INDEX_FAILED \(contract violation .*does not pass the filter)"
+        },
+    ),
+    "$eq null misses missing fields (too few passages)": (
+        kb.NullIsNotMissing,
+        {
+            "filters.operators": r"filters=.*\$eq\": null.*(passage\(s\) that "
+            r"indexplug.filters.matches (rejects|selects)|INDEX_FAILED \(contract violation "
+            r".*does not pass the filter)"
+        },
+    ),
+    "claims an operator indexplug.filters does not define": (
+        kb.ClaimsUnknownOperator,
+        {
+            "filters.refused": r"claims filter operator\(s\) \$regex, which indexplug.filters "
+            r"does not define"
         },
     ),
 }
@@ -164,9 +256,18 @@ def test_unclaimed_capabilities_are_never_passed() -> None:
         "concurrency.threads": "concurrent_writers",
         "concurrency.processes": "multiprocess_writers",
         "integrity.rows": "separate_records",
+        "get.by_id": "get",
+        "scan.pages": "scan",
+        "indexes.lists": "indexes",
+        "drop.removes": "drop",
+        "keys.upsert": "keys",
+        "keys.get_remove": "keys",
+        "filters.operators": "filter_operators",
     }.items():
         assert by_id[check_id].status is CheckStatus.NOT_CLAIMED
         assert by_id[check_id].reason == f"not claimed: {capability}"
-    assert card.summary.not_claimed == 7
-    assert card.summary.passed == card.summary.total - 7
+    assert card.summary.not_claimed == 14
+    assert card.summary.passed == card.summary.total - 14
+    # filters.refused applies to every backend: one that claims no filters refuses them all
+    assert by_id["filters.refused"].status is CheckStatus.PASSED
     assert card.ok

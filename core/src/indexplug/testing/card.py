@@ -58,6 +58,8 @@ from indexplug.testing.checks import (
     CheckStatus,
     KitSettings,
     Subject,
+    claimed,
+    claims_of,
     run_check,
 )
 
@@ -140,10 +142,14 @@ def _capability(check: Check) -> str | None:
 
 def applies(check: Check, capabilities: Mapping[str, object] | None) -> bool:
     """Whether a backend with these claims must pass ``check``: it needs no capability, or the
-    backend claims (``True``, not merely truthy) the one it needs.  ``availability.outage``
-    applies to a ``server``; it may also run without the claim, but is then not required."""
+    backend claims the one it needs (``True``, not merely truthy; for ``filter_operators`` a
+    non-empty set; for ``drop``, offering ``op_drop``: see
+    :func:`~indexplug.testing.checks.claims_of`).  ``availability.outage`` applies to a
+    ``server``; it may also run without the claim, but is then not required."""
     capability = _capability(check)
-    return capability is None or (capabilities is not None and capabilities.get(capability) is True)
+    return capability is None or (
+        capabilities is not None and claimed(capabilities.get(capability))
+    )
 
 
 _RAN = (CheckStatus.PASSED, CheckStatus.FAILED)
@@ -293,8 +299,8 @@ def run_card(
         try:
             with _subject(backend, opts, settings, home) as subject:
                 name = subject.guard.name
-                if caps is None and subject.capabilities is not None:
-                    caps = subject.capabilities.model_dump()
+                if caps is None:
+                    caps = claims_of(subject.guard.backend)
                 result = run_check(check, subject)
         except Exception as exc:  # a factory that fails is a failed check
             result = CheckResult(

@@ -43,16 +43,29 @@ from pydantic import BaseModel, ConfigDict
 
 from indexplug.deadlines import Deadline
 from indexplug.errors import InvalidIndexName, InvalidRequest
+from indexplug.filters import (
+    ALL_OPS,
+    EQUALITY_OPS,
+    FIELD_OPS,
+    LOGICAL_OPS,
+    Filter,
+    matches,
+    parse_filter,
+    to_json,
+)
 from indexplug.guard import MAX_QUERY_CHARS, MAX_TOP_K, Guard
 from indexplug.names import MAX_NAME_LENGTH
 from indexplug.outcomes import (
     ALLOWED,
+    Got,
     Indexed,
     IndexEmpty,
+    IndexList,
     IndexStatus,
     NoMatch,
     OverBudget,
     Removed,
+    Scanned,
     ScoreScale,
     Searched,
     outcome_from_json,
@@ -69,6 +82,8 @@ __all__ = [
     "KitSettings",
     "Subject",
     "check_ids",
+    "claimed",
+    "claims_of",
     "corpus",
     "kit_passage",
     "run_check",
@@ -140,6 +155,16 @@ class KitSettings:
     """Bound on each search of the scale check."""
     huge_passage_chars: int = MAX_PASSAGE_CHARS
     """Length of the largest passage added (the largest a :class:`Passage` may be)."""
+    scan_page: int = 5
+    """Page size of the scan checks (small, so that the kit's corpus takes several pages)."""
+    upsert_rounds: int = 20
+    """Versions of one keyed document written while readers watch (``keys.upsert``)."""
+    property_examples: int = 8
+    """Generated corpora of the filter property check (each a fresh index)."""
+    property_filters: int = 20
+    """Generated filters tried on each corpus."""
+    property_passages: int = 16
+    """Passages (with generated metadata) in each corpus."""
 
 
 Tamper = Callable[[str, str, str], None]
@@ -183,8 +208,11 @@ class Subject:
         return caps if isinstance(caps, Capabilities) else None
 
     def claims(self, capability: str) -> bool:
-        """A capability counts as claimed only if declared ``True`` (not merely truthy)."""
-        return getattr(self.capabilities, capability, False) is True
+        """A capability counts as claimed only if declared ``True`` (not merely truthy), or,
+        for one claimed as a set (``filter_operators``), a non-empty set; ``drop`` is claimed
+        by offering ``op_drop`` (see :func:`claims_of`)."""
+        claims = claims_of(self.guard.backend)
+        return claims is not None and claimed(claims.get(capability))
 
     # -- hooks -------------------------------------------------------------------------------
     def tamper_hook(self) -> Tamper | None:
@@ -244,6 +272,27 @@ class Subject:
     def index(self, tag: str) -> str:
         """A fresh index name.  Random, so a server shared between runs never mixes them."""
         return f"kit-{tag}-{uuid.uuid4().hex[:10]}"
+
+
+def claimed(value: object) -> bool:
+    """Whether a claim's value claims it: ``True`` (not merely truthy), or a non-empty set of
+    names (``filter_operators``, a per-op ``cooperative_deadlines``)."""
+    if value is True:
+        return True
+    return isinstance(value, (set, frozenset, list, tuple)) and len(value) > 0
+
+
+def claims_of(backend: object) -> dict[str, Any] | None:
+    """What a backend claims, as checks are switched on by and cards record it: its
+    :class:`Capabilities`, plus ``drop``, claimed by offering ``op_drop`` (the
+    :class:`~indexplug.protocols.Droppable` extension op, which has no capability flag).
+    ``None`` when it declares no ``Capabilities``."""
+    caps = getattr(backend, "capabilities", None)
+    if not isinstance(caps, Capabilities):
+        return None
+    out = caps.model_dump()
+    out["drop"] = callable(getattr(backend, "op_drop", None))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -466,7 +515,7 @@ def _search(
     codes: Sequence[str] = ("SEARCHED",),
     *,
     top_k: int = 10,
-    filters: Mapping[str, Any] | None = None,
+    filters: Mapping[str, Any] | Filter | None = None,
     deadline_s: float | None = None,
 ) -> Any:
     d = s.settings.op_deadline_s if deadline_s is None else deadline_s
@@ -502,6 +551,86 @@ def _status(
 ) -> Any:
     d = s.settings.op_deadline_s if deadline_s is None else deadline_s
     return _op("status", what, codes, index, lambda: s.guard.status(index, deadline_s=d))
+
+
+def _get(
+    s: Subject,
+    index: str,
+    ids: Sequence[str],
+    what: str,
+    *,
+    keys: Sequence[str] = (),
+    codes: Sequence[str] = ("GOT",),
+) -> Any:
+    d = s.settings.op_deadline_s
+    return _op("get", what, codes, index, lambda: s.guard.get(index, ids, keys=keys, deadline_s=d))
+
+
+def _scan(
+    s: Subject,
+    index: str,
+    what: str,
+    *,
+    filters: Mapping[str, Any] | Filter | None = None,
+    after: str | None = None,
+    limit: int = 100,
+    codes: Sequence[str] = ("SCANNED",),
+) -> Any:
+    d = s.settings.op_deadline_s
+    return _op(
+        "scan",
+        what,
+        codes,
+        index,
+        lambda: s.guard.scan(index, filters=filters, after=after, limit=limit, deadline_s=d),
+    )
+
+
+def _scan_all(
+    s: Subject,
+    index: str,
+    what: str,
+    expected: int,
+    *,
+    filters: Mapping[str, Any] | Filter | None = None,
+    limit: int,
+) -> list[Passage]:
+    """Every page of a scan, following the cursor: each page at most ``limit`` passages, and
+    the walk bounded (``expected`` passages take ``expected // limit + 1`` pages; two more
+    are allowed for a last empty page) so a cursor that never ends fails instead of looping."""
+    out: list[Passage] = []
+    after: str | None = None
+    bound = expected // limit + 3
+    for page in range(1, bound + 1):
+        got: Scanned = _scan(
+            s, index, f"{what} (page {page})", filters=filters, after=after, limit=limit
+        )
+        if len(got.passages) > limit:
+            fail(f"{what}: page {page} holds {len(got.passages)} passages for limit={limit}")
+        out.extend(got.passages)
+        if got.next_after is None:
+            return out
+        if not got.passages:
+            fail(f"{what}: page {page} is empty but gives a cursor (next_after) to go on")
+        after = got.next_after
+    fail(
+        f"{what}: the scan did not end after {bound} pages of {limit} for {expected} "
+        "passage(s) (next_after kept coming)"
+    )
+
+
+def _indexes(s: Subject, what: str) -> IndexList:
+    d = s.settings.op_deadline_s
+    out: IndexList = _op("indexes", what, ("INDEXES",), "", lambda: s.guard.indexes(deadline_s=d))
+    return out
+
+
+def _drop(s: Subject, index: str, what: str) -> IndexStatus:
+    d = s.settings.op_deadline_s
+    out: IndexStatus = _op(
+        "drop", what, ("STATUS",), index, lambda: s.guard.drop(index, deadline_s=d)
+    )
+    return out
 
 
 def _count(s: Subject, index: str, what: str) -> int:
@@ -633,8 +762,9 @@ def kit_passage(
     n: int,
     *,
     tag: str = "corpus",
-    metadata: Mapping[str, str | int | float | bool] | None = None,
+    metadata: Mapping[str, Any] | None = None,
     uri: str | None = None,
+    key: str | None = None,
 ) -> Passage:
     """A passage with full provenance (every optional field set), so a backend that drops or
     mangles any of them is caught when the passage comes back."""
@@ -648,7 +778,13 @@ def kit_passage(
         published_at=_WHEN,
     )
     return Passage.create(
-        text, uri, start=7 * n, source=source, document_sha256=_sha(uri), metadata=metadata
+        text,
+        uri,
+        start=7 * n,
+        source=source,
+        document_sha256=_sha(uri),
+        metadata=metadata,
+        key=key,
     )
 
 
@@ -991,6 +1127,605 @@ def _filters(s: Subject) -> None:
         ("NO_MATCH",),
         filters={"topic": "astronomy"},
     )
+
+
+@_check(
+    "filters.refused",
+    "A filter the backend does not claim to serve is refused (InvalidRequest, BAD_REQUEST) by "
+    "search and scan, never ignored; the operators it claims are ones indexplug.filters defines",
+)
+def _filters_refused(s: Subject) -> None:
+    caps = s.capabilities
+    assert caps is not None  # backend.declares fails a backend without Capabilities
+    claimed_ops = frozenset(caps.filter_operators)
+    unknown = sorted(claimed_ops - ALL_OPS)
+    if unknown:
+        fail(
+            f"the backend claims filter operator(s) {', '.join(unknown)}, which "
+            f"indexplug.filters does not define (operators: {', '.join(sorted(ALL_OPS))})"
+        )
+    served = claimed_ops or (EQUALITY_OPS if caps.filters is True else frozenset())
+    index, _ = _filled(s, "refused")
+    for op in sorted(ALL_OPS - served):
+        flt = _FILTER_USING[op]
+        shown = json.dumps(flt)
+        why = (
+            f"the backend does not claim {op}"
+            if claimed_ops or caps.filters is True
+            else "the backend claims no filters"
+        )
+        _refused(
+            f"search with filters={shown} ({why})",
+            partial(
+                s.guard.search,
+                index,
+                "fox",
+                top_k=10,
+                deadline_s=s.settings.op_deadline_s,
+                filters=flt,
+            ),
+        )
+        if s.claims("scan"):
+            _refused(
+                f"scan with filters={shown} ({why})",
+                partial(
+                    s.guard.scan,
+                    index,
+                    filters=flt,
+                    limit=10,
+                    deadline_s=s.settings.op_deadline_s,
+                ),
+            )
+
+
+_FILTER_USING: dict[str, dict[str, Any]] = {
+    "$eq": {"topic": {"$eq": "animals"}},
+    "$ne": {"topic": {"$ne": "animals"}},
+    "$in": {"topic": {"$in": ["animals", "music"]}},
+    "$nin": {"topic": {"$nin": ["animals", "music"]}},
+    "$gt": {"year": {"$gt": 2004}},
+    "$gte": {"year": {"$gte": 2004}},
+    "$lt": {"year": {"$lt": 2004}},
+    "$lte": {"year": {"$lte": 2004}},
+    "$exists": {"topic": {"$exists": True}},
+    "$and": {"$and": [{"topic": "animals"}, {"lang": "en"}]},
+    "$or": {"$or": [{"topic": "animals"}, {"lang": "fr"}]},
+    "$not": {"$not": {"topic": "animals"}},
+}
+"""A filter over the kit's corpus using each operator (and otherwise only ``$eq``)."""
+
+
+def _meta_of(p: Passage) -> str:
+    return json.dumps(dict(p.metadata), ensure_ascii=False, default=list)
+
+
+def _judge_selection(
+    what: str, got: Sequence[str], want: Sequence[str], by_id: Mapping[str, Passage]
+) -> None:
+    """``got`` (ids a backend answered) must be exactly ``want`` (ids
+    :func:`indexplug.filters.matches` selects): name one passage of each disagreement."""
+    extra = [i for i in got if i not in set(want)]
+    lost = [i for i in want if i not in set(got)]
+    if not extra and not lost:
+        return
+    parts = []
+    if extra:
+        parts.append(
+            f"{len(extra)} passage(s) that indexplug.filters.matches rejects were returned "
+            f"(e.g. one with metadata {_meta_of(by_id[extra[0]])})"
+        )
+    if lost:
+        parts.append(
+            f"{len(lost)} passage(s) that indexplug.filters.matches selects were not returned "
+            "(e.g. one with metadata "
+            f"{_meta_of(by_id[lost[0]])})"
+        )
+    fail(f"{what}: {'; '.join(parts)}")
+
+
+_PROP_FIELDS = ("a", "b", "c")
+_PROP_ABSENT = "d"
+"""A field no generated passage has: filters on it test what null/missing means."""
+_PROP_STRINGS = ("x", "y", "Z", "é", "", "1", "x y")
+_PROP_NUMBERS = (0, 1, 2, -3, 1.0, 0.5, 2.5, 1e3)
+_PROP_BOOLS = (True, False)
+
+
+def _property_strategies(ops: frozenset[str]) -> tuple[Any, Any]:
+    """Hypothesis strategies of a passage's metadata and of a filter using only ``ops``."""
+    from hypothesis import strategies as st
+
+    scalar = st.sampled_from((*_PROP_STRINGS, *_PROP_NUMBERS, *_PROP_BOOLS))
+    # a list holds values of one kind (strings, numbers or booleans); fields take every kind
+    lists = st.one_of(
+        st.lists(st.sampled_from(_PROP_STRINGS), max_size=3),
+        st.lists(st.sampled_from(_PROP_NUMBERS), max_size=3),
+        st.lists(st.sampled_from(_PROP_BOOLS), max_size=2),
+    )
+    value = st.one_of(scalar, st.none(), lists)
+    metadata = st.dictionaries(st.sampled_from(_PROP_FIELDS), value, max_size=len(_PROP_FIELDS))
+    field_name = st.sampled_from((*_PROP_FIELDS, _PROP_ABSENT))
+    nullable = st.one_of(scalar, st.none())
+    ranged = st.sampled_from((*_PROP_STRINGS, *_PROP_NUMBERS))
+    arguments: dict[str, Any] = {
+        "$eq": nullable,
+        "$ne": nullable,
+        "$in": st.lists(nullable, min_size=1, max_size=3),
+        "$nin": st.lists(nullable, min_size=1, max_size=3),
+        "$gt": ranged,
+        "$gte": ranged,
+        "$lt": ranged,
+        "$lte": ranged,
+        "$exists": st.booleans(),
+    }
+    leaves = [
+        st.builds(lambda f, v, op=op: {f: {op: v}}, field_name, arguments[op])
+        for op in sorted(ops & FIELD_OPS)
+    ]
+    leaf = st.one_of(*leaves)
+    logical = sorted(ops & LOGICAL_OPS)
+    if not logical:
+        return metadata, leaf
+
+    def combine(children: Any) -> Any:
+        made = []
+        if "$and" in logical:
+            made.append(st.lists(children, min_size=1, max_size=3).map(lambda x: {"$and": x}))
+        if "$or" in logical:
+            made.append(st.lists(children, min_size=1, max_size=3).map(lambda x: {"$or": x}))
+        if "$not" in logical:
+            made.append(children.map(lambda x: {"$not": x}))
+        return st.one_of(*made)
+
+    return metadata, st.recursive(leaf, combine, max_leaves=6)
+
+
+@_check(
+    "filters.operators",
+    "For generated metadata (strings, numbers, booleans, null, lists) and generated filters "
+    "over the claimed operators, search and scan return exactly the passages "
+    "indexplug.filters.matches selects",
+    claim="filter_operators",
+)
+def _filters_property(s: Subject) -> None:
+    try:
+        from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+        from hypothesis import strategies as st
+    except ImportError:
+        fail("this check needs hypothesis: install indexplug[testing]")
+    caps = s.capabilities
+    assert caps is not None
+    ops = frozenset(caps.filter_operators) & ALL_OPS
+    if not ops & FIELD_OPS:
+        fail(
+            f"the backend claims filter operators {sorted(caps.filter_operators)} but no field "
+            f"operator ({', '.join(sorted(FIELD_OPS))}): no filter can use only those"
+        )
+    metadata, filters = _property_strategies(ops)
+    st_ = s.settings
+    n = st_.property_passages
+    failures: list[str] = []
+
+    @settings(
+        max_examples=st_.property_examples,
+        database=None,
+        derandomize=True,
+        deadline=None,
+        phases=(Phase.generate,),
+        report_multiple_bugs=False,
+        verbosity=Verbosity.quiet,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(metas=st.lists(metadata, min_size=n, max_size=n), data=st.data())
+    def example(metas: list[dict[str, Any]], data: Any) -> None:
+        try:
+            _filters_example(s, metas, [data.draw(filters) for _ in range(st_.property_filters)])
+        except CheckFailed as exc:
+            failures.append(str(exc))
+            raise
+
+    try:
+        example()
+    except Exception as exc:
+        if failures:
+            fail(failures[0])
+        fail(f"the generated examples could not run: {_describe(exc)}")
+
+
+def _filters_example(s: Subject, metas: list[dict[str, Any]], filters: list[Any]) -> None:
+    index = s.index("ops")
+    ps = [  # passages of their own (uris of this index): each example is a corpus apart
+        kit_passage(f"propword generated passage {i}", i, tag=index, metadata=m)
+        for i, m in enumerate(metas)
+    ]
+    by_id = _by_id(ps)
+    _add(s, index, ps, f"add of {len(ps)} passages with generated metadata")
+    for raw in filters:
+        flt = parse_filter(raw)
+        assert flt is not None
+        shown = json.dumps(to_json(flt), ensure_ascii=False)
+        want = [p.id for p in ps if matches(flt, p.metadata)]
+        what = f"search for a word every passage holds with filters={shown}"
+        codes = ("SEARCHED", "NO_MATCH") if want else ("NO_MATCH",)
+        out = _search(s, index, "propword", what, codes, top_k=len(ps), filters=flt)
+        got = _check_hits(s, out, len(ps), by_id, what) if isinstance(out, Searched) else []
+        _judge_selection(what, got, want, by_id)
+        if s.claims("scan"):
+            what = f"scan with filters={shown}"
+            page = _scan_all(s, index, what, len(want), filters=flt, limit=len(ps))
+            _judge_selection(what, [p.id for p in page], want, by_id)
+
+
+@_check(
+    "get.by_id",
+    "get answers stored passages by id exactly as added, in the order asked, and lists the "
+    "ids that are not there (every one, for an index never written)",
+    claim="get",
+)
+def _get_by_id(s: Subject) -> None:
+    index, ps = _filled(s, "get")
+    added = _by_id(ps)
+    ghost = passage_id("never added", "kit://ghost", 0, 11)
+    stored = [ps[5].id, ps[0].id, ps[9].id]
+    what = "get of three stored ids and one never added"
+    out: Got = _get(s, index, [stored[0], ghost, stored[1], stored[2]], what)
+    ids = [p.id for p in out.passages]
+    if set(ids) != set(stored):
+        fail(
+            f"{what} answered {len(set(ids) & set(stored))} of the 3 stored passages"
+            + (
+                f" and {len(set(ids) - set(stored))} not asked for"
+                if set(ids) - set(stored)
+                else ""
+            )
+        )
+    if ids != stored:
+        fail(f"{what} answered the passages in another order than asked")
+    for p in out.passages:
+        _same_passage(p, added, what)
+    if out.missing_ids != [ghost]:
+        fail(f"{what} reported missing_ids={[i[:8] for i in out.missing_ids]} (expected the one)")
+    what = "get of every stored id"
+    out = _get(s, index, [p.id for p in ps], what)
+    if [p.id for p in out.passages] != [p.id for p in ps] or out.missing_ids:
+        fail(f"{what} answered {len(out.passages)} of {len(ps)} passages")
+    what = "get from an index never written"
+    out = _get(s, s.index("getnever"), [ps[0].id, ghost], what)
+    if out.passages or out.missing_ids != [ps[0].id, ghost]:
+        fail(
+            f"{what} answered {len(out.passages)} passage(s) and missing_ids="
+            f"{[i[:8] for i in out.missing_ids]} (expected none, and both ids missing)"
+        )
+    if s.claims("deletion"):
+        _remove(s, index, [ps[1].id], "remove of a stored passage")
+        what = "get of a removed passage's id"
+        out = _get(s, index, [ps[1].id, ps[2].id], what)
+        if [p.id for p in out.passages] != [ps[2].id] or out.missing_ids != [ps[1].id]:
+            fail(f"{what} still answered it (or lost another)")
+
+
+@_check(
+    "scan.pages",
+    "scan pages through every passage once, in ascending id order, following its cursor; "
+    "a filtered scan returns exactly the passages that pass; an index never written is one "
+    "empty page",
+    claim="scan",
+)
+def _scan_pages(s: Subject) -> None:
+    index, ps = _filled(s, "scan")
+    added = _by_id(ps)
+    want = sorted(added)
+    limit = s.settings.scan_page
+    what = f"scan of {len(ps)} passages in pages of {limit}"
+    seen = _scan_all(s, index, what, len(ps), limit=limit)
+    ids = [p.id for p in seen]
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        fail(f"{what} returned {len(twice)} passage(s) twice (e.g. {twice[0][:12]}…)")
+    if set(ids) != set(want):
+        lost = len(set(want) - set(ids))
+        fail(
+            f"{what} returned {len(set(ids) & set(want))} of the {len(want)} passages "
+            f"({lost} never came)"
+        )
+    if ids != want:
+        fail(f"{what} returned the passages out of ascending id order")
+    for p in seen:
+        _same_passage(p, added, what)
+    mid = want[len(want) // 2]
+    what = "scan after a cursor in the middle of the index"
+    out: Scanned = _scan(s, index, what, after=mid, limit=len(ps))
+    if [p.id for p in out.passages] != [i for i in want if i > mid] or out.next_after is not None:
+        fail(
+            f"{what} answered {len(out.passages)} passage(s) (next_after={out.next_after!r}); "
+            f"expected the {len([i for i in want if i > mid])} with a greater id and no cursor"
+        )
+    if s.claims("filters") or s.claims("filter_operators"):
+        flt = {"topic": "animals"}
+        chosen = [
+            p.id for p in sorted(ps, key=lambda p: p.id) if matches(parse_filter(flt), p.metadata)
+        ]
+        what = f"scan with filters={flt} in pages of 2"
+        got = _scan_all(s, index, what, len(chosen), filters=flt, limit=2)
+        _judge_selection(what, [p.id for p in got], chosen, added)
+        if [p.id for p in got] != chosen:
+            fail(f"{what} returned the passages out of ascending id order")
+    what = "scan of an index never written"
+    out = _scan(s, s.index("scannever"), what, limit=limit)
+    if out.passages or out.next_after is not None:
+        fail(f"{what} answered {len(out.passages)} passage(s), next_after={out.next_after!r}")
+    if s.claims("deletion"):
+        _remove(s, index, [want[0]], "remove of a stored passage")
+        what = "scan after removing a passage"
+        rest = _scan_all(s, index, what, len(ps), limit=limit)
+        if [p.id for p in rest] != want[1:]:
+            fail(f"{what} answered {len(rest)} passages, expected the other {len(want) - 1}")
+
+
+@_check(
+    "indexes.lists",
+    "indexes lists the indexes written, by name, with their passage counts, and not one never "
+    "written",
+    claim="indexes",
+)
+def _indexes_lists(s: Subject) -> None:
+    first, ps = _filled(s, "lista")
+    second = s.index("listb")
+    _add(s, second, ps[:3], "add of 3 passages to a second index")
+    never = s.index("listnever")
+    _search(s, never, "fox", "search of an index never written", ("INDEX_EMPTY", "NO_MATCH"))
+    what = "indexes after writing two indexes"
+    listed = {i.name: i.passages for i in _indexes(s, what).indexes}
+    for name, n in ((first, len(ps)), (second, 3)):
+        if name not in listed:
+            fail(f"{what} did not list {name!r} ({n} passages; {len(listed)} index(es) listed)")
+        if listed[name] != n:
+            fail(f"{what} listed {name!r} with {listed[name]} passages; it holds {n}")
+    if never in listed:
+        fail(f"{what} listed {never!r}, an index that was only searched, never written")
+    if s.claims("deletion"):
+        _remove(s, second, [ps[0].id], "remove of a passage from the second index")
+        what = "indexes after removing a passage"
+        listed = {i.name: i.passages for i in _indexes(s, what).indexes}
+        if listed.get(second) != 2:
+            fail(f"{what} listed {second!r} with {listed.get(second)} passages; it holds 2")
+
+
+@_check(
+    "drop.removes",
+    "drop deletes a whole index (answering exists=False): status, search, scan and indexes "
+    "no longer see it, other indexes are untouched, and dropping it again is fine",
+    claim="drop",
+)
+def _drop_removes(s: Subject) -> None:
+    index, ps = _filled(s, "drop")
+    other = s.index("dropother")
+    _add(s, other, ps[:2], "add of 2 passages to another index")
+    for what in ("drop of an index holding passages", "drop of an index already dropped"):
+        out = _drop(s, index, what)
+        if out.exists or out.passages:
+            fail(f"{what} answered exists={out.exists}, passages={out.passages}")
+    st: IndexStatus = _status(s, index, "status after drop")
+    if st.exists or st.passages:
+        fail(f"after drop, status says exists={st.exists}, passages={st.passages}")
+    # INDEX_EMPTY is the answer (search.empty_index holds every backend to telling the two
+    # apart); here only that nothing is left to search matters
+    found = _search(s, index, "fox", "search after drop", ("INDEX_EMPTY", "NO_MATCH"))
+    if isinstance(found, NoMatch) and found.searched:
+        fail(f"search after drop answered NO_MATCH having searched {found.searched} passage(s)")
+    if s.claims("scan"):
+        out2: Scanned = _scan(s, index, "scan after drop")
+        if out2.passages:
+            fail(f"scan after drop answered {len(out2.passages)} passage(s)")
+    if s.claims("indexes") and index in {i.name for i in _indexes(s, "indexes after drop").indexes}:
+        fail(f"indexes after drop still lists {index!r}")
+    if _count(s, other, "status of another index after drop") != 2:
+        fail("dropping one index changed another")
+    _drop(s, s.index("dropnever"), "drop of an index never written")
+    again: Indexed = _add(s, index, ps, "adding the same passages after drop")
+    if again.added != len(ps):
+        fail(f"after drop, {again.known} of {len(ps)} passages added again were still known")
+
+
+def _versions(tag: str) -> tuple[list[Passage], list[Passage], list[Passage]]:
+    """Two versions of keyed document ``doc-a`` (sharing one passage) and document ``doc-b``;
+    every passage holds ``upsertword``, each version its own word too."""
+    v1 = [
+        kit_passage(f"upsertword first version part {i} alphaword", i, tag=f"{tag}-1", key="doc-a")
+        for i in range(3)
+    ]
+    v2 = [
+        v1[0],
+        *(
+            kit_passage(
+                f"upsertword second version part {i} betaword", i, tag=f"{tag}-2", key="doc-a"
+            )
+            for i in range(2)
+        ),
+    ]
+    b = [
+        kit_passage(f"upsertword another document part {i}", i, tag=f"{tag}-b", key="doc-b")
+        for i in range(2)
+    ]
+    return v1, v2, b
+
+
+class _KeyWatch:
+    """Threads that keep reading keyed document ``doc-a`` while it is rewritten: by ``get``
+    (when claimed) and by search, each must see one version whole, never both or neither."""
+
+    def __init__(self, s: Subject, index: str, versions: Sequence[set[str]]) -> None:
+        self.s, self.index, self.versions = s, index, versions
+        self.problems = _Problems()
+        self.done = threading.Event()
+        self.reads = 0
+        targets = [self._search]
+        if s.claims("get"):
+            targets.append(self._get)
+        self.threads = [threading.Thread(target=t, daemon=True) for t in targets]
+
+    def __enter__(self) -> _KeyWatch:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        for t in self.threads:
+            t.join()
+
+    def _judge(self, seen: set[str], how: str) -> bool:
+        self.reads += 1
+        if seen in self.versions:
+            return True
+        both = all(v <= seen for v in self.versions)
+        state = "both versions" if both else "neither version whole"
+        self.problems.add(
+            f"a {how} while doc-a was being replaced saw {state} ({len(seen)} of its passages): "
+            "the upsert is not atomic"
+        )
+        return False
+
+    def _search(self) -> None:
+        s, every = self.s, set[str]().union(*self.versions)
+        while not self.done.is_set():
+            out = s.guard.search(
+                self.index, "upsertword", top_k=50, deadline_s=s.settings.op_deadline_s
+            )
+            if not isinstance(out, Searched):
+                self.problems.add(f"a search while doc-a was being replaced returned {_show(out)}")
+                return
+            if not self._judge({h.passage.id for h in out.hits} & every, "search"):
+                return
+
+    def _get(self) -> None:
+        s = self.s
+        while not self.done.is_set():
+            out = s.guard.get(self.index, keys=["doc-a"], deadline_s=s.settings.op_deadline_s)
+            if not isinstance(out, Got):
+                self.problems.add(
+                    f"a get by key while doc-a was being replaced returned {_show(out)}"
+                )
+                return
+            if not self._judge({p.id for p in out.passages}, "get by key"):
+                return
+
+
+@_check(
+    "keys.upsert",
+    "Adding passages under a caller key replaces that key's earlier passages (Indexed.replaced "
+    "counts them) atomically: a concurrent reader never sees both versions or neither",
+    claim="keys",
+)
+def _keys_upsert(s: Subject) -> None:
+    v1, v2, b = _versions("upsert")
+    index, ps = _filled(s, "upsert", v1 + b)
+    out: Indexed = _add(s, index, v2, "add of a new version of keyed document doc-a")
+    if (out.added, out.known, out.replaced) != (2, 1, 2):
+        fail(
+            f"add of a new version of doc-a (2 new passages, 1 kept, 2 of the old version to "
+            f"replace) reported added={out.added}, known={out.known}, replaced={out.replaced}"
+        )
+    count = _count(s, index, "status after replacing doc-a")
+    if count != len(ps):  # each version has 3 passages
+        fail(f"after replacing doc-a, status reports {count} passages; expected {len(ps)}")
+    now = _by_id([*corpus(), *v2, *b])
+    what = "search after replacing doc-a"
+    hits = _search(s, index, "upsertword", what, top_k=50)
+    ids = set(_check_hits(s, hits, 50, now, what))
+    if ids != {p.id for p in [*v2, *b]}:
+        fail(
+            f"{what} found {len(ids)} of its passages; expected the 3 of the new version and "
+            "doc-b's 2"
+        )
+    if s.claims("get"):
+        what = "get by key after replacing doc-a"
+        got: Got = _get(s, index, [], what, keys=["doc-a"])
+        if {p.id for p in got.passages} != {p.id for p in v2}:
+            fail(f"{what} answered {len(got.passages)} passage(s); expected the new version's 3")
+    out = _add(s, index, v2, "adding the same version of doc-a again")
+    if (out.added, out.known, out.replaced) != (0, 3, 0):
+        fail(
+            f"adding the same version of doc-a again reported added={out.added}, "
+            f"known={out.known}, replaced={out.replaced} (expected 0, 3, 0)"
+        )
+    versions = [{p.id for p in v1}, {p.id for p in v2}]
+    rounds = s.settings.upsert_rounds
+    with _KeyWatch(s, index, versions) as watch:
+        for r in range(rounds):
+            version = v1 if r % 2 == 0 else v2
+            what = f"rewrite {r + 1} of {rounds} of doc-a while readers watch"
+            out = _add(s, index, version, what)
+            if out.replaced != 2:
+                fail(f"{what} reported replaced={out.replaced}, expected 2")
+            if watch.problems.items:
+                break
+            time.sleep(0.002)
+    watch.problems.raise_first()
+    if watch.reads == 0:
+        fail("no read finished while doc-a was being rewritten; raise upsert_rounds")
+    count = _count(s, index, "status after the rewrites")
+    if count != len(ps):
+        fail(f"after rewriting doc-a {rounds} times, status reports {count} passages")
+
+
+@_check(
+    "keys.get_remove",
+    "get and remove by caller key reach every passage of the key, keep the key on each "
+    "passage, and report the keys no passage has",
+    claim="keys",
+)
+def _keys_get_remove(s: Subject) -> None:
+    if not s.claims("get"):
+        fail(
+            "the backend claims keys but not get: get(keys=...) and remove(keys=...) need "
+            "Capabilities.get (the guard resolves keys through get)"
+        )
+    doc = [
+        kit_passage(f"keyword document c part {i}", i, tag="keyc", key="doc-c") for i in range(3)
+    ]
+    other = [
+        kit_passage(f"keyword document d part {i}", i, tag="keyd", key="doc-d") for i in range(2)
+    ]
+    index, ps = _filled(s, "keys", doc + other)
+    added = _by_id(ps)
+    what = "get by keys doc-c and one no passage has"
+    got: Got = _get(s, index, [], what, keys=["doc-c", "no-such-key"])
+    if {p.id for p in got.passages} != {p.id for p in doc}:
+        fail(f"{what} answered {len(got.passages)} passage(s); doc-c has 3")
+    for p in got.passages:
+        _same_passage(p, added, what)
+    if got.missing_keys != ["no-such-key"] or got.missing_ids:
+        fail(f"{what} reported missing_keys={got.missing_keys} (expected ['no-such-key'])")
+    what = "get by the id of a passage of doc-c and by key doc-d"
+    got = _get(s, index, [doc[0].id], what, keys=["doc-d"])
+    if {p.id for p in got.passages} != {doc[0].id, *(p.id for p in other)}:
+        fail(f"{what} answered {len(got.passages)} passage(s); expected 3")
+    for p in got.passages:  # read back by id too, a passage keeps its key
+        _same_passage(p, added, what)
+    if not s.claims("deletion"):
+        return
+    what = "remove by keys doc-c and one no passage has"
+    d = s.settings.op_deadline_s
+    rm: Removed = _op(
+        "remove",
+        what,
+        ("REMOVED",),
+        index,
+        lambda: s.guard.remove(index, keys=["doc-c", "no-such-key"], deadline_s=d),
+    )
+    if rm.removed != 3 or set(rm.removed_ids) != {p.id for p in doc}:
+        fail(f"{what} reported removed={rm.removed}; doc-c has 3 passages")
+    if rm.missing_keys != ["no-such-key"]:
+        fail(f"{what} reported missing_keys={rm.missing_keys} (expected ['no-such-key'])")
+    got = _get(s, index, [], "get by key after removing it", keys=["doc-c", "doc-d"])
+    if got.missing_keys != ["doc-c"] or {p.id for p in got.passages} != {p.id for p in other}:
+        fail(
+            f"get by key after removing doc-c answered {len(got.passages)} passage(s), "
+            f"missing_keys={got.missing_keys}"
+        )
+    if _count(s, index, "status after removing by key") != len(ps) - 3:
+        fail("after removing doc-c's 3 passages by key, status does not count 3 fewer")
 
 
 @_check("budget.refused", "A write over max_bytes is refused with both numbers and changes nothing")

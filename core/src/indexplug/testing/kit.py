@@ -44,18 +44,33 @@ from typing import Any, ClassVar
 import pytest
 
 from indexplug.guard import Guard
-from indexplug.protocols import Capabilities
-from indexplug.testing.checks import CHECKS, Check, CheckStatus, KitSettings, Subject, run_check
+from indexplug.testing.checks import (
+    CHECKS,
+    Check,
+    CheckStatus,
+    KitSettings,
+    Subject,
+    claimed,
+    claims_of,
+    run_check,
+)
 
 __all__ = [
     "MIXINS",
     "BackendConformance",
     "ConcurrentWritersConformance",
     "DeletionConformance",
+    "DropConformance",
     "FiltersConformance",
+    "GetConformance",
+    "IndexesConformance",
+    "KeysConformance",
     "MultiprocessWritersConformance",
+    "OperatorFiltersConformance",
     "OutageConformance",
     "PersistenceConformance",
+    "ScanConformance",
+    "SeparateRecordsConformance",
     "method_name",
 ]
 
@@ -141,9 +156,9 @@ class BackendConformance:
             tamper=tamper_passage,
         )
         request.node.user_properties.append(("indexplug_backend", guard.name))
-        caps = subject.capabilities
-        if caps is not None:
-            request.node.user_properties.append(("indexplug_capabilities", caps.model_dump()))
+        claims = claims_of(guard.backend)
+        if claims is not None:
+            request.node.user_properties.append(("indexplug_capabilities", claims))
         try:
             yield subject
         finally:
@@ -156,19 +171,19 @@ class BackendConformance:
         other (but the outage mixin, which may test an unclaimed backend)."""
         raw = backend.backend if isinstance(backend, Guard) else backend
         name = getattr(raw, "name", type(raw).__name__)
-        caps = getattr(raw, "capabilities", None)
-        if not isinstance(caps, Capabilities):
+        claims = claims_of(raw)
+        if claims is None:
             pytest.fail(f"{name} declares no Capabilities", pytrace=False)
         problems = []
         for capability, mixin in MIXINS.items():
-            claimed = getattr(caps, capability) is True
+            is_claimed = claimed(claims.get(capability))
             included = isinstance(self, mixin)
-            if claimed and not included:
+            if is_claimed and not included:
                 problems.append(
                     f"{name} claims {capability}, but {type(self).__name__} does not include "
                     f"{mixin.__name__}, so its checks never run"
                 )
-            elif included and not claimed and capability not in _OPTIONAL:
+            elif included and not is_claimed and capability not in _OPTIONAL:
                 problems.append(
                     f"{type(self).__name__} includes {mixin.__name__}, but {name} does not "
                     f"claim {capability}: claim it or drop the mixin"
@@ -229,9 +244,43 @@ class SeparateRecordsConformance:
     hook."""
 
 
+class OperatorFiltersConformance:
+    """Mixin: checks of ``Capabilities.filter_operators``: for generated metadata and filters
+    over the claimed operators, search and scan select exactly what
+    :func:`indexplug.filters.matches` does (a property test; needs hypothesis)."""
+
+
+class GetConformance:
+    """Mixin: checks of ``Capabilities.get``: passages read back by id, the missing listed."""
+
+
+class ScanConformance:
+    """Mixin: checks of ``Capabilities.scan``: every passage once, in id order, by cursor."""
+
+
+class IndexesConformance:
+    """Mixin: checks of ``Capabilities.indexes``: the indexes written, with their counts."""
+
+
+class DropConformance:
+    """Mixin: checks of ``drop`` (the backend offers ``op_drop``, the
+    :class:`~indexplug.protocols.Droppable` op): a dropped index is gone, others untouched."""
+
+
+class KeysConformance:
+    """Mixin: checks of ``Capabilities.keys``: an atomic upsert per caller key, and get and
+    remove by key (which need ``Capabilities.get`` too)."""
+
+
 MIXINS: dict[str, type] = {
     "deletion": DeletionConformance,
     "filters": FiltersConformance,
+    "filter_operators": OperatorFiltersConformance,
+    "get": GetConformance,
+    "scan": ScanConformance,
+    "indexes": IndexesConformance,
+    "drop": DropConformance,
+    "keys": KeysConformance,
     "persistence": PersistenceConformance,
     "concurrent_writers": ConcurrentWritersConformance,
     "multiprocess_writers": MultiprocessWritersConformance,
