@@ -140,7 +140,7 @@ def test_export_import_and_copy(inv: Invoker, tmp_path: Path) -> None:
     lines = (tmp_path / "files" / "out.jsonl").read_text().splitlines()
     assert len(lines) == 23 and all(json.loads(x)["digest"] for x in lines)
     again = call(inv, "export", {"index": "src", "path": "files/out.jsonl"})
-    assert again["code"] == "BAD_REQUEST" and "overwrite" in again["message"]
+    assert again["code"] == "BAD_REQUEST" and "new files only" in again["message"]
     a = call(inv, "import", {"index": "dst", "path": "files/out.jsonl"})
     assert a["code"] == "IMPORTED" and exit_code(a) == 0 and a["data"]["added"] == 23
     call(inv, "drop", {"index": "dst"})
@@ -164,6 +164,7 @@ def test_transfer_paths_are_confined(inv: Invoker, tmp_path: Path) -> None:
         ("export", str(outside / "x.jsonl")),
         ("export", "files/../outside/x.jsonl"),
         ("export", "files/link.jsonl"),
+        ("export", "files/fifo"),
         ("import", str(outside / "secret.jsonl")),
         ("import", "files/link.jsonl"),
         ("import", "files/fifo"),
@@ -200,3 +201,13 @@ def test_mcp_text_quotes_read_back_passages_as_untrusted(inv: Invoker) -> None:
     assert text.count("> otter number") == 2
     status = render_text(call(inv, "status", {"index": "src"}))
     assert "> " not in status and "(details in the structured content)" in status
+
+
+def test_export_writes_nowhere_without_configured_folders(
+    tmp_path: Path, write_config: Any, test_backends: None
+) -> None:
+    cfg = write_config('[defaults]\nbackend = "test-store"\n', "bare.toml")
+    with Invoker(load_config(cfg)) as bare:
+        a = check_schema(bare.invoke("export", {"index": "src", "path": "out.jsonl"}))
+    assert a["code"] == "BAD_REQUEST" and "defaults.folders" in a["message"]
+    assert not (tmp_path / "out.jsonl").exists()

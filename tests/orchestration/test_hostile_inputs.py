@@ -25,6 +25,7 @@ from indexplug.cli.app import app
 from indexplug.invocation import exit_code
 from indexplug.ops import OPS
 from indexplug.outcomes import EXIT_CODES
+from indexplug.transfer import EXIT_CODES as TRANSFER_EXIT_CODES
 from orchestration_support import check_schema
 from typer.testing import CliRunner
 
@@ -173,6 +174,10 @@ def _deep_mapping(depth: int) -> dict[str, Any]:
 @example(call=("search", DEEP_MAPPING))  # built in the test: too deep to print
 @example(call=("index_folder", {"index": "docs", "path": "x" * 5000}))
 @example(call=(["not", "hashable"], None))
+@example(call=("export", {"index": "docs", "path": "missing"}))  # no folders: writes nothing
+@example(call=("export", {"index": "docs", "path": "docs/a.md"}))
+@example(call=("import", {"index": "docs", "path": "/etc/passwd"}))
+@example(call=("copy", {"source": "docs", "index": "x"}))
 def test_invoke_answers_one_typed_outcome(
     outside: Callable[[], None], call: tuple[str, Any]
 ) -> None:
@@ -194,7 +199,24 @@ def test_invoke_answers_one_typed_outcome(
     outside()
 
 
-COMMANDS = ["search", "add", "index", "status", "remove", "invoke", "backends", "eval", "config"]
+COMMANDS = [
+    "search",
+    "add",
+    "index",
+    "status",
+    "remove",
+    "invoke",
+    "backends",
+    "eval",
+    "config",
+    # the data interface; not export, which writes the file the user at the shell names
+    "get",
+    "scan",
+    "indexes",
+    "drop",
+    "import",
+    "copy",
+]
 _tokens = st.sampled_from(
     [
         "--index",
@@ -249,7 +271,8 @@ def _explained(command: str, code: int, output: str) -> bool:
     ready".  So a usage error exiting 2 (which reads as INDEX_EMPTY) cannot pass."""
     if code == 0:
         return True
-    said = {name for name, c in EXIT_CODES.items() if c == code and name in output}
+    table = {**EXIT_CODES, **TRANSFER_EXIT_CODES}
+    said = {name for name, c in table.items() if c == code and name in output}
     if code == EXIT_CODES["BAD_REQUEST"]:
         return bool(said) or "error:" in output or "Usage:" in output
     if code == EXIT_CODES["INDEX_FAILED"] and "error:" in output:

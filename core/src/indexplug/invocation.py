@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import json
+import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -931,18 +932,30 @@ class Invoker:
     def _export(self, a: ExportArgs) -> Answer[Any, Any]:
         from indexplug.transfer import Exported, confined_output, export
 
+        if not self.config.defaults.folders:
+            raise InvalidRequest(
+                "export writes files only under the configuration's defaults.folders, and none "
+                "is set",
+                field="path",
+            )
         t = self._plain_target(a.index)
         path = confined_output(a.path, self._roots())
-        if path.exists() and not a.overwrite:
-            raise InvalidRequest(f"{a.path} exists (pass overwrite: true)", field="path")
-        out = export(
-            t.guard,
-            t.index,
-            path,
-            filters=a.filters,
-            progress=PROGRESS.get(),
-            deadline_s=self.deadline_for(a.index, a.deadline_s),
-        )
+        if os.path.lexists(path):
+            raise InvalidRequest(f"{a.path} exists; export writes new files only", field="path")
+        try:
+            out = export(
+                t.guard,
+                t.index,
+                path,
+                filters=a.filters,
+                progress=PROGRESS.get(),
+                deadline_s=self.deadline_for(a.index, a.deadline_s),
+                exclusive=True,
+            )
+        except FileExistsError:
+            raise InvalidRequest(
+                f"{a.path} exists; export writes new files only", field="path"
+            ) from None
         ev = IndexEvidence(index=t.index, backend=t.backend_name)
         if isinstance(out, Exported):
             return OPS["export"].result(

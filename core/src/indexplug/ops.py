@@ -259,10 +259,17 @@ def _path_without_nul(value: str) -> str:
 
 
 class ExportArgs(_Args):
+    """Export writes a new file only (never replaces one), under the configured
+    defaults.folders only (the working folder is not a fallback for writing)."""
+
     index: str = IndexName
-    path: str = TransferPath
+    path: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="A new JSONL file under the configuration's defaults.folders (export never "
+        "replaces a file and never writes where no folder is configured).",
+    )
     filters: dict[str, Any] | None = FilterArg
-    overwrite: bool = Field(default=False, description="Replace an existing file.")
     deadline_s: float | None = Field(
         default=None, gt=0, le=3600, description="Seconds each page read may take."
     )

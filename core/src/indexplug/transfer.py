@@ -290,13 +290,15 @@ def export(
     filters: Any = None,
     progress: Progress | None = None,
     deadline_s: float | None = None,
+    exclusive: bool = False,
 ) -> Exported | IndexFailed | IndexTimeout | IndexUnavailable:
     """Write every passage of ``index`` (those passing ``filters``) to ``out`` as JSONL.
 
     ``out`` is a path (written to a temporary file in the same folder, which replaces it only
-    when the export is complete: a failed export leaves no partial file) or an open text
-    stream.  ``deadline_s`` bounds each page read.  Answers :class:`Exported` or the failure
-    that stopped the scan.
+    when the export is complete: a failed export leaves no partial file; with ``exclusive``
+    it never replaces anything: a file that appeared meanwhile is :class:`FileExistsError`)
+    or an open text stream.  ``deadline_s`` bounds each page read.  Answers
+    :class:`Exported` or the failure that stopped the scan.
     """
     total = _count(guard, index)
     if isinstance(out, str | os.PathLike):
@@ -308,7 +310,10 @@ def export(
                 stream.flush()
                 os.fsync(stream.fileno())
             if isinstance(got, int):
-                os.replace(tmp, target)
+                if exclusive:
+                    os.link(tmp, target)  # FileExistsError rather than replace anything
+                else:
+                    os.replace(tmp, target)
                 return Exported(
                     index=index,
                     backend=guard.plugin,
