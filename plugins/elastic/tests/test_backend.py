@@ -156,10 +156,14 @@ def test_filters_respect_types(make_single: BackendMaker) -> None:
         Passage.create("filter probe five", "mem://f/5", metadata={"v": "x" * 1000}),
     ]
     g.add("f", ps)
+    # equality is by JSON type (indexplug.filters): 1 and 1.0 are one number, true and "1"
+    # are other values
+    same_number = {ps[0].id, ps[1].id}
     for p in ps:
         out = g.search("f", "filter probe", top_k=10, filters={"v": p.metadata["v"]})
         assert isinstance(out, Searched)
-        assert [h.passage.id for h in out.hits] == [p.id]
+        expected = same_number if p.id in same_number else {p.id}
+        assert {h.passage.id for h in out.hits} == expected
     assert isinstance(g.search("f", "filter probe", filters={"v": 2}), NoMatch)
 
 
