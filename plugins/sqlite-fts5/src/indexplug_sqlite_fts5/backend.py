@@ -467,7 +467,7 @@ class SqliteFts5Backend:
             conn.executemany(
                 "UPDATE passages SET source = ?, document_sha256 = ?, metadata = ?, digest = ?, "
                 "key = ? WHERE id = ? AND digest IS NOT ?",
-                [(r[2], r[3], r[6], r[7], r[8], r[0]) for r in _stored_rows(again)],
+                [(r[2], r[3], r[6], r[7], r[8], r[0], r[7]) for r in _stored_rows(again)],
             )
         return len(gone)
 

@@ -3,13 +3,14 @@
 
 A passage's metadata is stored as a JSON object (``passages.metadata``).  A field's *values*
 (null, missing and ``[]`` are no values; a list's elements; a scalar itself) are the rows of
-:data:`_VALUES`: the field found by key through ``json_each`` (a JSON path cannot quote every
-key), and its elements through a second ``json_each`` over the list, or over a one-element list
-made of the scalar.  ``json_each`` keeps each value's JSON type, so comparisons are held to one
-kind: strings with strings (SQLite compares text by bytes, and UTF-8 byte order is code point
-order, as Python's), numbers with numbers (``1`` equals ``1.0``; SQLite compares integers and
-reals exactly), and booleans only with booleans (``true`` is stored as the integer 1 but typed
-``'true'``).
+:data:`_SCALAR` and :data:`_ELEMENTS`: the field found by key through ``json_each`` (a JSON path
+cannot quote every key), then either the field itself when it is a scalar, or its elements
+through a second ``json_each`` over the list's JSON text (never over JSON that SQLite writes
+itself, such as ``json_array(value)``: SQLite writes a real with 15 digits, not exactly).
+``json_each`` keeps each value's JSON type, so comparisons are held to one kind: strings with
+strings (SQLite compares text by bytes, and UTF-8 byte order is code point order, as Python's),
+numbers with numbers (``1`` equals ``1.0``; SQLite compares integers and reals exactly), and
+booleans only with booleans (``true`` reads as the integer 1 but is typed ``'true'``).
 
 SQLite holds integers in 64 bits: a stored integer beyond that is read as the nearest real, so
 a filter number at or past that edge (an integer outside ``-2**63 + 1 .. 2**63 - 1``, a real of
@@ -33,11 +34,13 @@ INT64_MAX = 2**63 - 1
 FUNCTION = "indexplug_matches"
 """The SQL name of :func:`python_matches`, registered by :func:`register`."""
 
-_VALUES = (
-    "FROM json_each({col}) AS m, json_each(CASE m.type WHEN 'array' THEN m.value "
-    "WHEN 'true' THEN '[true]' WHEN 'false' THEN '[false]' ELSE json_array(m.value) END) AS e "
-    "WHERE m.key = ? AND e.type <> 'null'"
+_SCALAR = "FROM json_each({col}) AS e WHERE e.key = ? AND e.type NOT IN ('array', 'null')"
+"""The field's value when it is a scalar (one row, or none)."""
+_ELEMENTS = (
+    "FROM json_each({col}) AS m, json_each(m.value) AS e "
+    "WHERE m.key = ? AND m.type = 'array' AND e.type <> 'null'"
 )
+"""The field's elements when it is a list."""
 _NUMBER = "e.type IN ('integer', 'real')"
 
 
@@ -62,7 +65,8 @@ class _Sql:
     """Builds one SQL boolean expression and its parameters."""
 
     def __init__(self, column: str) -> None:
-        self.values = _VALUES.format(col=column)
+        self.scalar = _SCALAR.format(col=column)
+        self.elements = _ELEMENTS.format(col=column)
         self.column = column
         self.params: list[Any] = []
 
@@ -77,8 +81,11 @@ class _Sql:
 
     def any_value(self, field: str, test: str, params: list[Any]) -> str:
         """Some value of ``field`` passes ``test`` (an expression over ``e.type``/``e.value``)."""
-        self.params += [field, *params]
-        return f"EXISTS (SELECT 1 {self.values} AND ({test}))"
+        self.params += [field, *params, field, *params]
+        return (
+            f"(EXISTS (SELECT 1 {self.scalar} AND ({test})) "
+            f"OR EXISTS (SELECT 1 {self.elements} AND ({test})))"
+        )
 
     def has(self, field: str, values: tuple[Any, ...]) -> str:
         """One of ``values`` (scalars, or None for "no values") is one of the field's values."""
