@@ -1,6 +1,7 @@
 """sqlite-fts5 against the conformance kit: every check it claims must pass.
 
-It claims filters, deletion, persistence, concurrent and multi-process writers and separate
+It claims filters (every operator of the filter language, served in SQL), get, scan, indexes,
+drop, caller keys, deletion, persistence, concurrent and multi-process writers and separate
 records (rows behind an external-content full-text index); it has the ``tamper``,
 ``tamper_record`` and ``delete_rows`` hooks; it is embedded (no server, no outage hooks), so
 ``availability.outage`` is reported as not claimed.
@@ -18,9 +19,15 @@ from indexplug.testing import (
     BackendFactory,
     ConcurrentWritersConformance,
     DeletionConformance,
+    DropConformance,
     FiltersConformance,
+    GetConformance,
+    IndexesConformance,
+    KeysConformance,
     MultiprocessWritersConformance,
+    OperatorFiltersConformance,
     PersistenceConformance,
+    ScanConformance,
     SeparateRecordsConformance,
 )
 from indexplug_sqlite_fts5 import SqliteFts5Backend
@@ -30,6 +37,12 @@ class TestSqliteFts5Conformance(
     BackendConformance,
     DeletionConformance,
     FiltersConformance,
+    OperatorFiltersConformance,
+    GetConformance,
+    ScanConformance,
+    IndexesConformance,
+    DropConformance,
+    KeysConformance,
     PersistenceConformance,
     ConcurrentWritersConformance,
     MultiprocessWritersConformance,
