@@ -12,7 +12,14 @@ from indexplug.testing import (
     BackendFactory,
     ConcurrentWritersConformance,
     DeletionConformance,
+    DropConformance,
+    FiltersConformance,
+    GetConformance,
+    IndexesConformance,
+    KeysConformance,
+    OperatorFiltersConformance,
     PersistenceConformance,
+    ScanConformance,
 )
 
 
@@ -21,6 +28,13 @@ class TestTemplateBackendConformance(
     DeletionConformance,
     PersistenceConformance,
     ConcurrentWritersConformance,
+    FiltersConformance,
+    OperatorFiltersConformance,
+    GetConformance,
+    ScanConformance,
+    IndexesConformance,
+    DropConformance,
+    KeysConformance,
 ):
     @pytest.fixture
     def backend_factory(self, tmp_path: Path) -> BackendFactory:

@@ -3,6 +3,13 @@
 Every op returns an outcome model (never a list, never ``None``); the guard checks the rest.
 Writes go to a temporary file that replaces the index atomically, so a crash mid-write leaves the
 index as it was, and a refused write (over budget) never touches it.
+
+It implements the whole data interface too: ``get`` (by id and by caller key), ``scan`` (id
+order, a cursor, filters), ``indexes``, ``op_drop``, caller keys with an upsert (the new file
+holds the key's new passages and none of its old ones, so a reader sees one or the other), and
+every filter operator, served by :func:`indexplug.filters.matches`.  A backend with a query
+language translates the parsed filter instead (``indexplug.filters.walk``), and claims only the
+operators it translates exactly.
 """
 
 from __future__ import annotations
@@ -32,6 +39,18 @@ from indexplug import (
     ScoreScale,
     Searched,
 )
+from indexplug.errors import InvalidRequest
+from indexplug.filters import ALL_OPS, matches, parse_filter
+from indexplug.names import validate_index_name
+from indexplug.outcomes import (
+    GetOutcome,
+    Got,
+    IndexesOutcome,
+    IndexInfo,
+    IndexList,
+    Scanned,
+    ScanOutcome,
+)
 
 BACKEND_NAME = "template-backend"
 _WORD = re.compile(r"[^\W_]+")
@@ -41,7 +60,16 @@ class TemplateBackend:
     name = BACKEND_NAME
     description = "Template: one JSON file per index, word-overlap scoring."
     score_scale = ScoreScale(name="word_overlap", meaning="query words found in the passage")
-    capabilities = Capabilities(persistence=True, concurrent_writers=True)
+    capabilities = Capabilities(
+        persistence=True,
+        concurrent_writers=True,
+        filters=True,
+        filter_operators=ALL_OPS,
+        get=True,
+        scan=True,
+        indexes=True,
+        keys=True,
+    )
 
     def __init__(self, home: Path, *, min_overlap: int = 1) -> None:
         self.home = Path(home)
@@ -82,9 +110,21 @@ class TemplateBackend:
             budget = indexplug.effective_max_bytes(data["max_bytes"], max_bytes)
             store = data["passages"]
             new = [p for p in passages if p.id not in store]
+            # caller keys: the batch replaces every earlier passage of its keys it does not hold
+            # (and a stored passage sent under another key moves to it); one file write does
+            # both, so a reader sees the key's old passages or its new ones
+            keys = {p.key for p in passages if p.key is not None}
+            batch = {p.id for p in passages}
+            stale = [i for i, raw in store.items() if raw.get("key") in keys and i not in batch]
+            moved = [
+                p
+                for p in passages
+                if p.key is not None and p.id in store and store[p.id].get("key") != p.key
+            ]
             if data["max_bytes"] is None and max_bytes is not None:
                 data["max_bytes"] = max_bytes
-            updated = {**store, **{p.id: p.model_dump(mode="json") for p in new}}
+            updated = {i: raw for i, raw in store.items() if i not in set(stale)}
+            updated.update({p.id: p.model_dump(mode="json") for p in [*new, *moved]})
             encoded = len(json.dumps({**data, "passages": updated}).encode("utf-8"))
             refused = indexplug.over_budget(
                 index, self.name, needed=encoded, max_bytes=budget, check="projected"
@@ -94,7 +134,7 @@ class TemplateBackend:
             if deadline.expired():
                 return IndexTimeout(index=index, backend=self.name, deadline_s=deadline.seconds)
             size = self._save(index, {**data, "passages": updated})
-            return Indexed.of_batch(
+            done = Indexed.of_batch(
                 index=index,
                 backend=self.name,
                 ids=[p.id for p in passages],
@@ -102,6 +142,7 @@ class TemplateBackend:
                 bytes_used=size,
                 max_bytes=budget,
             )
+            return done.model_copy(update={"replaced": len(stale)})
 
     def search(
         self,
@@ -115,6 +156,7 @@ class TemplateBackend:
         data = self._load(index)
         if not data or not data["passages"]:
             return IndexEmpty(index=index, backend=self.name)
+        flt = parse_filter(filters)  # the guard gives the parsed filter (we claim operators)
         words = set(_WORD.findall(query.lower()))
         scored = []
         for raw in data["passages"].values():
@@ -135,6 +177,8 @@ class TemplateBackend:
                     "digest (altered behind the backend); re-index it",
                     error_type="IntegrityError",
                 )
+            if flt is not None and not matches(flt, passage.metadata):
+                continue
             overlap = len(words & set(_WORD.findall(passage.text.lower())))
             if overlap >= self.min_overlap:
                 scored.append((overlap, passage.id, passage))
@@ -185,6 +229,77 @@ class TemplateBackend:
             max_bytes=data["max_bytes"],
         )
 
+    # -- the data interface ------------------------------------------------------------------
+    def get(
+        self, index: str, ids: Sequence[str], *, keys: Sequence[str], deadline: Deadline
+    ) -> GetOutcome:
+        """Passages by id (in the order asked) and by caller key; the rest listed missing."""
+        if deadline.expired():
+            return IndexTimeout(index=index, backend=self.name, deadline_s=deadline.seconds)
+        data = self._load(index)
+        store = data["passages"] if data else {}
+        found = {i: store[i] for i in ids if i in store}
+        wanted = set(keys)
+        seen = set()
+        for i, raw in store.items():
+            if raw.get("key") in wanted:
+                found.setdefault(i, raw)
+                seen.add(raw["key"])
+        return Got(
+            index=index,
+            backend=self.name,
+            passages=[Passage.from_stored(**raw) for raw in found.values()],
+            missing_ids=[i for i in ids if i not in store],
+            missing_keys=[k for k in keys if k not in seen],
+        )
+
+    def scan(
+        self, index: str, *, filters: Any, after: str | None, limit: int, deadline: Deadline
+    ) -> ScanOutcome:
+        """Up to ``limit`` passages with ids above ``after`` that pass ``filters``, by id."""
+        if deadline.expired():
+            return IndexTimeout(index=index, backend=self.name, deadline_s=deadline.seconds)
+        data = self._load(index)
+        store = data["passages"] if data else {}
+        flt = parse_filter(filters)
+        page: list[Passage] = []
+        for i in sorted(store):
+            if after is not None and i <= after:
+                continue
+            passage = Passage.from_stored(**store[i])
+            if flt is not None and not matches(flt, passage.metadata):
+                continue
+            if len(page) == limit:  # one more passes: the page is not the last
+                return Scanned(
+                    index=index, backend=self.name, passages=page, next_after=page[-1].id
+                )
+            page.append(passage)
+        return Scanned(index=index, backend=self.name, passages=page, next_after=None)
+
+    def indexes(self, *, deadline: Deadline) -> IndexesOutcome:
+        """Every index file in the home, with its passage count."""
+        if deadline.expired():
+            return IndexTimeout(index="", backend=self.name, deadline_s=deadline.seconds)
+        infos = []
+        for path in sorted(self.home.glob("*.json")) if self.home.is_dir() else []:
+            try:
+                validate_index_name(path.stem)
+            except InvalidRequest:
+                continue  # not one of ours
+            data = self._load(path.stem)
+            if data is not None:
+                infos.append(IndexInfo(name=path.stem, passages=len(data["passages"])))
+        return IndexList(index="", backend=self.name, indexes=infos)
+
+    def op_drop(self, index: str, *, deadline: Deadline) -> indexplug.StatusOutcome:
+        """Delete the index's file (a missing index is already dropped)."""
+        with self._lock:
+            if deadline.expired():
+                return IndexTimeout(index=index, backend=self.name, deadline_s=deadline.seconds)
+            self._path(index).unlink(missing_ok=True)
+        return IndexStatus(index=index, backend=self.name, exists=False, passages=0)
+
+    # -- conformance-kit hooks -----------------------------------------------------------------
     def tamper(self, index: str, passage_id: str, text: str) -> None:
         """Conformance-kit hook: alter a stored passage behind the backend's back."""
         data = self._load(index)
