@@ -355,3 +355,16 @@ def test_a_progress_that_cannot_be_called_is_refused_before_writing(progress: An
     with pytest.raises(InvalidRequest):
         asyncio.run(Guard(store).aadd("docs", MANY, progress=progress))
     assert store.calls == []
+
+
+def test_what_progress_raises_comes_out_of_add_with_the_stored_pieces_kept() -> None:
+    store = Store()
+
+    def stop(done: int, total: int) -> None:
+        if done > WRITE_BATCH:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Guard(store).add("docs", MANY, progress=stop)
+    assert sizes(store) == [WRITE_BATCH, WRITE_BATCH]
+    assert len(store.data) == 2 * WRITE_BATCH
