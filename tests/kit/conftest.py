@@ -14,6 +14,8 @@ FAST = KitSettings(
     batches_per_thread=6,
     huge_passage_chars=100_000,
     recovery_timeout_s=5.0,
+    property_examples=4,
+    property_filters=20,
 )
 """Small enough to run the whole kit many times; large enough that every rule is exercised."""
 
