@@ -795,3 +795,14 @@ def test_get_by_key_answers_in_the_order_of_the_keys() -> None:
     assert type(out) is Got
     assert [p.key for p in out.passages] == ["zeta", "zeta", "alpha"]
     assert [p.id for p in out.passages[:2]] == sorted(p.id for p in z)  # by id within a key
+
+
+def test_a_filter_built_in_python_is_checked_before_the_backend() -> None:
+    g, mem, _ = filled()
+    before = len(mem.filters_given)
+    with pytest.raises(InvalidRequest) as info:
+        g.search("docs", "otter", filters=Condition("lang", "$eq", float("nan")))
+    assert info.value.field == "filters"
+    with pytest.raises(InvalidRequest):
+        g.scan("docs", filters=Condition("lang", "$in", "en"))  # type: ignore[arg-type]
+    assert len(mem.filters_given) == before

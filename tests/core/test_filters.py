@@ -149,9 +149,9 @@ def test_no_filter() -> None:
     assert parse_filter({}) is None
 
 
-def test_a_parsed_filter_is_taken_as_it_is() -> None:
-    f = parse({"a": {"$in": [1, 2]}})
-    assert parse_filter(f) is f
+def test_a_parsed_filter_parses_to_itself() -> None:
+    f = parse({"a": {"$in": [1, 2]}, "$not": {"b": 1.0}})
+    assert parse_filter(f) == f and typed(parse(f)) == typed(f)
 
 
 def test_a_field_name_at_the_limit_and_odd_names() -> None:
@@ -609,3 +609,47 @@ def test_and_or_are_all_and_any(items: list[dict[str, Any]], metadata: dict[str,
 def test_equality_is_by_json_type(field: str, a: Any, b: Any) -> None:
     same_kind = (type(a) is bool) == (type(b) is bool) and isinstance(a, str) == isinstance(b, str)
     assert matches(parse({field: a}), {field: b}) is (same_kind and a == b)
+
+
+# -- filters built in Python -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "built",
+    [
+        Condition("a", "$eq", math.nan),
+        Condition("a", "$gt", True),
+        Condition("a", "$in", "ab"),  # type: ignore[arg-type]
+        Condition("a", "$eq", [1, 2]),
+        Condition("a", "$exists", 1),
+        Condition("$a", "$eq", 1),
+        Condition("a", "$regex", "x"),  # type: ignore[arg-type]
+        Condition(1, "$eq", 1),  # type: ignore[arg-type]
+        And(()),
+        Or(()),
+        And((Condition("a", "$eq", 1), {"b": 2})),  # type: ignore[arg-type]
+        Not({"a": 1}),  # type: ignore[arg-type]
+    ],
+)
+def test_a_filter_built_in_python_is_checked_like_its_json(built: Any) -> None:
+    refused(built)
+
+
+def test_a_filter_built_in_python_is_held_to_the_limits() -> None:
+    deep: Filter = Condition("a", "$eq", 1)
+    for _ in range(MAX_FILTER_DEPTH):
+        deep = Not(deep)
+    refused(deep)
+    very_deep: Filter = Condition("a", "$eq", 1)
+    for _ in range(5_000):  # deeper than Python's recursion limit: still a clear refusal
+        very_deep = Not(very_deep)
+    refused(very_deep)
+    refused(Or(tuple(Condition("n", "$eq", i) for i in range(MAX_FILTER_NODES))))
+
+
+def test_a_valid_filter_built_in_python_is_taken() -> None:
+    built = And((Condition("a", "$in", ("x", None)), Not(Condition("b", "$gte", 2.5))))
+    f = parse(built)
+    assert f == built and typed(f) == typed(built)
+    listed = parse(Condition("a", "$nin", [1, 2]))  # type: ignore[arg-type]
+    assert listed == Condition("a", "$nin", (1, 2))  # in the parsed form: a tuple

@@ -207,14 +207,40 @@ def parse_filter(obj: Any) -> Filter | None:
     """The :data:`Filter` of a JSON filter (``None`` for ``None`` or ``{}``: no filter).
 
     Raises :class:`~indexplug.errors.InvalidRequest` (``field="filters"``) naming what is
-    wrong; an already parsed filter is returned as it is."""
+    wrong.  A :data:`Filter` built in Python is checked as its JSON would be (the same rules
+    and limits: the dataclasses check nothing themselves) and answered in the parsed form."""
     if obj is None:
         return None
     if isinstance(obj, (Condition, And, Or, Not)):
-        return obj
+        _check_shape(obj)
+        return _Parser().expr(to_json(obj), 1)
     if isinstance(obj, Mapping) and not obj:
         return None
     return _Parser().expr(obj, 1)
+
+
+def _check_shape(f: Filter) -> None:
+    """Refuse a built :data:`Filter` over the limits or with nodes of other types, without
+    recursion (so that :func:`to_json` of it is safe)."""
+    nodes = 0
+    stack: list[tuple[Any, int]] = [(f, 1)]
+    while stack:
+        node, level = stack.pop()
+        nodes += 1
+        if nodes > MAX_FILTER_NODES:
+            raise _bad(
+                f"a filter may have at most {MAX_FILTER_NODES} nodes (conditions and $and/$or/$not)"
+            )
+        if level > MAX_FILTER_DEPTH:
+            raise _bad(f"a filter may nest at most {MAX_FILTER_DEPTH} levels")
+        if isinstance(node, (And, Or)):
+            if not isinstance(node.items, (tuple, list)):
+                raise _bad(f"{type(node).__name__}.items is a tuple of filters")
+            stack.extend((item, level + 1) for item in node.items)
+        elif isinstance(node, Not):
+            stack.append((node.item, level + 1))
+        elif not isinstance(node, Condition):
+            raise _bad(f"a filter node is a {type(node).__name__}, not a Condition, And, Or or Not")
 
 
 def walk(f: Filter) -> Iterator[Filter]:
