@@ -405,3 +405,27 @@ def test_a_filter_the_parser_refuses_never_reaches_the_server(make_single: Backe
     assert isinstance(g.add("docs", corpus(3)), Indexed)
     with pytest.raises(InvalidRequest, match="booleans"):
         g.scan("docs", filters={"a": {"$gt": True}})
+
+
+def test_a_hybrid_search_with_operators_is_the_same_async(make_single: BackendMaker) -> None:
+    """Both legs (BM25 and kNN) carry the filter; asearch (the query embedded on a thread)
+    answers what search does."""
+    g = make_single(embedder="hashing:default")
+    ps = corpus(20)
+    assert isinstance(g.add("docs", ps), Indexed)
+    flt = {"$or": [{"a": {"$lte": 1}}, {"b": {"$in": [True, "a"]}}]}
+    parsed = parse_filter(flt)
+    allowed = {p.id for p in ps if matches(parsed, p.metadata)}
+    want = g.search("docs", "common words item7", top_k=20, filters=flt)
+    assert isinstance(want, Searched) and want.scale.name == "rrf"
+    assert {h.passage.id for h in want.hits} == allowed
+
+    async def run() -> Any:
+        try:
+            return await g.asearch("docs", "common words item7", top_k=20, filters=flt)
+        finally:
+            await g.backend.aclose()  # type: ignore[attr-defined]
+
+    got = asyncio.run(run())
+    assert isinstance(got, Searched)
+    assert [h.passage.id for h in got.hits] == [h.passage.id for h in want.hits]

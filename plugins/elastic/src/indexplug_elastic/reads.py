@@ -240,7 +240,11 @@ def search_plan(
     meta = yield from meta_plan(cx, es_index, deadline)
     if meta is None:
         return IndexEmpty(index=index, backend=cx.name)
-    problem = cx.embedder_problem(meta, writing=False)
+    if cx.opts.embedder:  # may load the model: blocking work, on a thread under asyncio
+        known = meta
+        problem = yield Offload(lambda: cx.embedder_problem(known, writing=False))
+    else:
+        problem = cx.embedder_problem(meta, writing=False)
     if problem:
         return cx.failed(index, problem, "EmbedderMismatch")
     if filters:
@@ -259,8 +263,7 @@ def search_plan(
             )
             legs.append("bm25")
     if cx.mode in ("knn", "hybrid"):
-        embedder = cx.embedder()
-        vector = yield Offload(lambda: embedder.embed_query(query, Granularity.TEXT))
+        vector = yield Offload(lambda: cx.embedder().embed_query(query, Granularity.TEXT))
         if np.any(vector):
             bodies.append(q.knn_body(vector, k=window, filters=filters, timeout_ms=ms))
             legs.append("knn")
