@@ -177,6 +177,16 @@ def _eq(key: str, v: Any) -> dict[str, Any]:
     return _term(_eq_term(key, v))
 
 
+def _one_of(key: str, values: tuple[Any, ...]) -> dict[str, Any]:
+    """Some value of ``key`` is one of ``values`` (``None``: it has none): one ``terms``
+    query, so a long ``$in`` list is one clause, not one per value."""
+    terms = list(dict.fromkeys(_eq_term(key, v) for v in values if v is not None))
+    legs = [{"terms": {MV: terms}}] if terms else []
+    if any(v is None for v in values):
+        legs.append(_eq(key, None))
+    return _any(legs)
+
+
 def _string_order(key: str, v: str, op: str) -> dict[str, Any]:
     """Some string value of ``key`` is ``op`` (``$gt``/``$lt``, strict) ``v``: one range per
     level (see the module docstring)."""
@@ -224,9 +234,9 @@ def query_of(f: Filter) -> dict[str, Any]:
     if op == "$ne":
         return _not(_eq(key, value))
     if op == "$in":
-        return _any([_eq(key, v) for v in value])
+        return _one_of(key, value)
     if op == "$nin":
-        return _not(_any([_eq(key, v) for v in value]))
+        return _not(_one_of(key, value))
     if op == "$exists":
         exists = _term(_exists_term(key))
         return exists if value else _not(exists)
