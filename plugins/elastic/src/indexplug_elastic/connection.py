@@ -80,6 +80,9 @@ class Connection:
         # on, and a caller may run several loops (one per thread, or asyncio.run after another).
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncElasticsearch]
         self._aclients = weakref.WeakKeyDictionary()
+        self._aviews: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[int, AsyncElasticsearch]
+        ] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
     def _client_kwargs(self) -> dict[str, Any]:
@@ -123,15 +126,28 @@ class Connection:
 
     def awithin(self, deadline: Deadline) -> AsyncElasticsearch:
         """:meth:`aclient` with a request timeout no longer than what is left of
-        ``deadline``."""
+        ``deadline`` (views kept per loop and step, as :meth:`within` keeps its own)."""
         left = min(self.opts.request_timeout, deadline.remaining())
-        return self.aclient().options(request_timeout=max(MIN_REQUEST_S, left))
+        steps = int(left / TIMEOUT_STEP_S)
+        client = self.aclient()
+        if steps <= 0:
+            return client.options(request_timeout=max(MIN_REQUEST_S, left))
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            views = self._aviews.setdefault(loop, {})
+            view = views.get(steps)
+            if view is None:
+                if len(views) >= MAX_VIEWS:
+                    views.clear()
+                view = views[steps] = client.options(request_timeout=steps * TIMEOUT_STEP_S)
+            return view
 
     async def aclose(self) -> None:
         """Close the async client of the running loop (if one was made)."""
         loop = asyncio.get_running_loop()
         with self._lock:
             client = self._aclients.pop(loop, None)
+            self._aviews.pop(loop, None)
         if client is not None:
             await client.close()
 
@@ -214,6 +230,7 @@ class Connection:
             self._views.clear()
             aclients = list(self._aclients.items())
             self._aclients.clear()
+            self._aviews.clear()
             for loop, aclient in aclients:
                 # Closed where that can be done without blocking: on a loop that is not
                 # running (a finished asyncio.run leaves its loop closed, and its sessions go
