@@ -103,6 +103,16 @@ def test_indexes_lists_counts_and_drop_removes(guard: Guard) -> None:
     assert [i.name for i in listed.indexes] == ["two"]
 
 
+def test_indexes_skips_what_is_not_an_index(guard: Guard, tmp_path: Any) -> None:
+    guard.add("real", corpus(2, "real"))
+    home = tmp_path / "home"
+    (home / "stray").mkdir()  # a folder without index.json: not an index
+    (home / "notes.txt").write_text("not an index")
+    listed = guard.indexes()
+    assert isinstance(listed, IndexList)
+    assert [(i.name, i.passages) for i in listed.indexes] == [("real", 2)]
+
+
 # -- metadata: lists and null round-trip ------------------------------------------------------
 
 
