@@ -117,7 +117,7 @@ def test_indexes_skips_what_is_not_an_index(guard: Guard, tmp_path: Any) -> None
 
 
 def test_list_and_null_metadata_round_trip(guard: Guard) -> None:
-    meta = {"tags": ["x", 2, 2.5, True], "none": None, "empty": [], "n": 1}
+    meta: dict[str, Any] = {"tags": ["x", 2, 2.5, True], "none": None, "empty": [], "n": 1}
     p = Passage.create("alpha gamma words", "mem://meta/0", metadata=meta, key="K")
     guard.add("m", [p])
     got = guard.get("m", [p.id])
