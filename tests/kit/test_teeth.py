@@ -92,6 +92,17 @@ CASES: dict[str, tuple[type[ReferenceBackend], dict[str, str]]] = {
             r"NO_MATCH: the backend does not stop at its deadline",
             "deadline.write": r"add with deadline_s=1e-06, called directly with its deadline "
             r"already past, answered INDEXED",
+            # and the ops of the data interface, each in its own check
+            **{
+                check: rf"{op} with deadline_s=1e-06, called directly with its deadline already "
+                rf"past, answered {code}: the backend does not stop at its deadline"
+                for check, op, code in (
+                    ("get.by_id", "get", "GOT"),
+                    ("scan.pages", "scan", "SCANNED"),
+                    ("indexes.lists", "indexes", "INDEXES"),
+                    ("drop.removes", "drop", "STATUS"),
+                )
+            },
         },
     ),
     "loses passages under concurrency": (

@@ -1389,6 +1389,15 @@ def _get_by_id(s: Subject) -> None:
     out = _get(s, index, [p.id for p in ps], what)
     if [p.id for p in out.passages] != [p.id for p in ps] or out.missing_ids:
         fail(f"{what} answered {len(out.passages)} of {len(ps)} passages")
+    tiny = s.settings.tiny_deadline_s
+    _tiny(
+        s,
+        "get",
+        f"get with deadline_s={tiny}",
+        index,
+        lambda: s.guard.get(index, [ps[0].id], deadline_s=tiny),
+        lambda d: _raw(s).get(index, [ps[0].id], keys=[], deadline=d),
+    )
     what = "get from an index never written"
     out = _get(s, s.index("getnever"), [ps[0].id, ghost], what)
     if out.passages or out.missing_ids != [ps[0].id, ghost]:
@@ -1450,6 +1459,15 @@ def _scan_pages(s: Subject) -> None:
         _judge_selection(what, [p.id for p in got], chosen, added)
         if [p.id for p in got] != chosen:
             fail(f"{what} returned the passages out of ascending id order")
+    tiny = s.settings.tiny_deadline_s
+    _tiny(
+        s,
+        "scan",
+        f"scan with deadline_s={tiny}",
+        index,
+        lambda: s.guard.scan(index, limit=limit, deadline_s=tiny),
+        lambda d: _raw(s).scan(index, filters=None, after=None, limit=limit, deadline=d),
+    )
     what = "scan of an index never written"
     out = _scan(s, s.index("scannever"), what, limit=limit)
     if out.passages or out.next_after is not None:
@@ -1483,6 +1501,15 @@ def _indexes_lists(s: Subject) -> None:
             fail(f"{what} listed {name!r} with {listed[name]} passages; it holds {n}")
     if never in listed:
         fail(f"{what} listed {never!r}, an index that was only searched, never written")
+    tiny = s.settings.tiny_deadline_s
+    _tiny(
+        s,
+        "indexes",
+        f"indexes with deadline_s={tiny}",
+        "",
+        lambda: s.guard.indexes(deadline_s=tiny),
+        lambda d: _raw(s).indexes(deadline=d),
+    )
     if s.claims("deletion"):
         _remove(s, second, [ps[0].id], "remove of a passage from the second index")
         what = "indexes after removing a passage"
@@ -1522,6 +1549,19 @@ def _drop_removes(s: Subject) -> None:
     if _count(s, other, "status of another index after drop") != 2:
         fail("dropping one index changed another")
     _drop(s, s.index("dropnever"), "drop of an index never written")
+    # a drop that cannot finish in time says so (whether it happened is then unknown, as for
+    # any write that timed out: this index is not looked at again)
+    late = s.index("droplate")
+    _add(s, late, ps[:1], "add of a passage to an index to drop without time")
+    tiny = s.settings.tiny_deadline_s
+    _tiny(
+        s,
+        "drop",
+        f"drop with deadline_s={tiny}",
+        late,
+        lambda: s.guard.drop(late, deadline_s=tiny),
+        lambda d: _raw(s).op_drop(late, deadline=d),
+    )
     again: Indexed = _add(s, index, ps, "adding the same passages after drop")
     if again.added != len(ps):
         fail(f"after drop, {again.known} of {len(ps)} passages added again were still known")
@@ -1973,6 +2013,11 @@ def _tiny(
 ALLOWED_CODES: dict[str, tuple[str, ...]] = {
     op: tuple(str(t.model_fields["code"].default) for t in types) for op, types in ALLOWED.items()
 }
+
+
+def _raw(s: Subject) -> Any:
+    """The backend itself, for calls of optional ops past the guard (deadline checks)."""
+    return s.guard.backend
 
 
 def _search_directly(s: Subject, index: str, query: str, deadline: Deadline) -> Any:
