@@ -74,7 +74,7 @@ from indexplug.outcomes import (
 from indexplug.passages import MetadataValue, Passage, passage_from_provenance
 from indexplug.protocols import Capabilities, Embedder, Granularity, Readiness, Vector
 
-from indexplug_chroma import fields, records, sizes
+from indexplug_chroma import fields, records, sizes, steps
 from indexplug_chroma.errors import (
     ChromaProblem,
     DeadlinePassed,
@@ -131,6 +131,9 @@ def _known(p: Passage, stored: Mapping[str, Mapping[str, Any]], typed: bool) -> 
 EMBED_CHUNK = 256
 """Passages embedded between deadline checks (and written to the embedding cache)."""
 ID_CHUNK = 1000
+SEARCH_ATTEMPTS = 3
+"""Tries of a search that met a collection gone or a vector without its record (see
+:meth:`ChromaBackend.search`)."""
 """Ids per ``get``/``delete`` call."""
 
 _WRITE_LOCKS: dict[str, threading.Lock] = {}
@@ -724,18 +727,22 @@ class ChromaBackend:
         an equality map (a direct caller) is parsed the same way."""
         from chromadb.errors import NotFoundError
 
-        for attempt in (1, 2):
+        for attempt in range(1, SEARCH_ATTEMPTS + 1):
             try:
                 return self._search(index, query, top_k, deadline, parse_filter(filters))
-            except NotFoundError as exc:
-                # A cached collection deleted (and perhaps re-created) behind our back: look
-                # it up again once, so a re-created index is checked and searched afresh.
-                self._handles.pop(index, None)
-                if attempt == 2:
-                    return self._failure(index, exc, deadline)
             except Exception as exc:
+                again = isinstance(exc, (NotFoundError, RecordLost)) or ID_NOT_FOUND in str(exc)
+                if not again:
+                    self._handles.pop(index, None)
+                    return self._failure(index, exc, deadline)
+                # NotFoundError: a cached collection deleted (and perhaps re-created) behind
+                # our back: look it up again, so a re-created index is checked afresh.
+                # RecordLost: a vector answered without its record, which a delete running
+                # while the query read the vector index and then the records also gives; a
+                # record really lost behind the vectors is lost on the next try too.
                 self._handles.pop(index, None)
-                return self._failure(index, exc, deadline)
+                if attempt == SEARCH_ATTEMPTS:
+                    return self._failure(index, exc, deadline)
         raise AssertionError("unreachable")
 
     def _search(
@@ -746,6 +753,23 @@ class ChromaBackend:
         deadline: Deadline,
         filters: Filter | None,
     ) -> SearchOutcome:
+        if self._store.exists(index) is False:
+            _in_time(deadline, "starting the search")
+            return IndexEmpty(index=index, backend=self.name)
+        with self._store.use(index) as client:
+            return steps.run(
+                self._search_steps(index, query, top_k, deadline, filters),
+                lambda step: self._do(step, client),
+            )
+
+    def _search_steps(
+        self,
+        index: str,
+        query: str,
+        top_k: int,
+        deadline: Deadline,
+        filters: Filter | None,
+    ) -> steps.Steps[SearchOutcome]:
         """One search: embed the query, one Chroma query, and as little else as possible.
 
         Embedding the query is the cost that matters, so the rest is cached: the collection
@@ -759,72 +783,76 @@ class ChromaBackend:
         its ``where``; one it can only narrow down (a string range, or a collection made
         before the typed fields) is checked on every candidate, and the candidates are then
         ranked by an exact scan of their embeddings.  Dead records (replaced by their key's
-        new passages, about to be deleted) are dropped from every answer.
+        new passages, about to be deleted) are dropped from every answer.  Written once as
+        steps (:mod:`indexplug_chroma.steps`): :meth:`search` and :meth:`asearch` run it.
         """
         _in_time(deadline, "starting the search")
-        if self._store.exists(index) is False:
+        handle = yield steps.Handle(index, self.embedder())
+        if handle is None:
             return IndexEmpty(index=index, backend=self.name)
-        with self._store.use(index) as client:
-            handle = self._search_handle(client, index, self.embedder())
-            if handle is None:
-                return IndexEmpty(index=index, backend=self.name)
-            coll, include, emb, typed = handle
-            count = self._store.count(index, coll)
+        coll, include, emb, typed = handle
+        count = yield steps.Count(index, coll)
+        if count == 0:
+            count = yield steps.Count(index, coll, fresh=True)
             if count == 0:
-                self._store.forget_count(index)
-                count = self._store.count(index, coll)
-                if count == 0:
-                    if not self._vectors_without_records(coll, emb.dim):
-                        return IndexEmpty(index=index, backend=self.name)
-                    count = self._store.count(index, coll)  # written meanwhile: search it
-            where: dict[str, Any] | None = None
-            check: Callable[[str, str | None, Mapping[str, Any] | None], bool] | None = None
-            if filters is not None:
-                if typed:
-                    translated = fields.translate(filters)
-                    if translated.clause is fields.FALSE:
-                        return NoMatch(index=index, backend=self.name, searched=count)
-                    where = translated.clause or None
-                    if not translated.exact:
-                        check = _decoded_check(filters)
-                else:
-                    check = _provenance_check(filters)
-            vector = _checked_vector(emb.embed_query(query, Granularity.TEXT), emb)
-            if not np.any(vector):
-                # The embedder saw nothing in the query (no word it knows): no direction to
-                # rank by, so honestly nothing matches.
-                return NoMatch(index=index, backend=self.name, searched=count)
-            _in_time(deadline, "querying Chroma")
-            if check is not None:
-                res, exact = _exact_query(coll, vector, top_k, where, check, typed=typed), True
+                if not (yield from _vectors_without_records(coll, emb.dim)):
+                    return IndexEmpty(index=index, backend=self.name)
+                count = yield steps.Count(index, coll)  # written meanwhile: search it
+        where: dict[str, Any] | None = None
+        check: Check | None = None
+        if filters is not None:
+            if typed:
+                translated = fields.translate(filters)
+                if translated.clause is fields.FALSE:
+                    return NoMatch(index=index, backend=self.name, searched=count)
+                where = translated.clause or None
+                if not translated.exact:
+                    check = _decoded_check(filters)
             else:
-                exact = False
-                try:
-                    res = coll.query(
-                        query_embeddings=[vector],
-                        n_results=top_k,
-                        where=where,
-                        include=include,
-                    )
-                except Exception as exc:
-                    if not _vector_index_unwritten(exc):
-                        raise
-                    _in_time(deadline, "the exact scan")
-                    res, exact = _exact_query(coll, vector, top_k, where), True
-                res = _live(res)
-            got = len((res.get("ids") or [[]])[0])
-            if got < top_k and not exact:
-                # A short answer: every passage (matching the filter), or some the graph
-                # cannot reach (or dead ones dropped).  Count what is stored and scan exactly
-                # if the graph missed any.
-                if where is None:
-                    self._store.forget_count(index)
-                    count = stored = self._store.count(index, coll)
-                else:
-                    stored = len(coll.get(where=where, include=[])["ids"])
-                if got < stored:
-                    _in_time(deadline, "the exact scan")
-                    res = _exact_query(coll, vector, top_k, where)
+                check = _provenance_check(filters)
+        raw = yield steps.Embed(emb, query)
+        vector = _checked_vector(raw, emb)
+        if not np.any(vector):
+            # The embedder saw nothing in the query (no word it knows): no direction to
+            # rank by, so honestly nothing matches.
+            return NoMatch(index=index, backend=self.name, searched=count)
+        _in_time(deadline, "querying Chroma")
+        if check is not None:
+            res = yield from _exact_query(coll, vector, top_k, where, check, typed=typed)
+            exact = True
+        else:
+            exact = False
+            try:
+                res = yield steps.Call(
+                    coll,
+                    "query",
+                    {
+                        "query_embeddings": [vector],
+                        "n_results": top_k,
+                        "where": where,
+                        "include": include,
+                    },
+                )
+            except Exception as exc:
+                if not _vector_index_unwritten(exc):
+                    raise
+                _in_time(deadline, "the exact scan")
+                res = yield from _exact_query(coll, vector, top_k, where)
+                exact = True
+            res = _live(res)
+        got = len((res.get("ids") or [[]])[0])
+        if got < top_k and not exact:
+            # A short answer: every passage (matching the filter), or some the graph cannot
+            # reach (or dead ones dropped).  Count what is stored and scan exactly if the
+            # graph missed any.
+            if where is None:
+                count = stored = yield steps.Count(index, coll, fresh=True)
+            else:
+                listed = yield steps.Call(coll, "get", {"where": where, "include": []})
+                stored = len(listed["ids"])
+            if got < stored:
+                _in_time(deadline, "the exact scan")
+                res = yield from _exact_query(coll, vector, top_k, where)
         _in_time(deadline, "the results came back")
         if not (res.get("ids") or [[]])[0] and filters is None:
             self._store.forget_count(index)  # emptied behind the cached count
@@ -837,32 +865,19 @@ class ChromaBackend:
             index=index, backend=self.name, hits=hits, searched=searched, scale=SCALE
         )
 
-    @staticmethod
-    def _vectors_without_records(coll: Any, dim: int) -> bool:
-        """For a collection that counts no records: ``False`` if its vector index holds
-        nothing either (truly empty), ``True`` if records were written meanwhile; raises
-        :class:`RecordLost` if it holds vectors whose records are gone (deleted behind it),
-        which would otherwise pass for an empty index."""
-        try:
-            res = coll.query(
-                query_embeddings=[np.ones(dim, dtype=np.float32)],
-                n_results=1,
-                include=["distances"],
-            )
-        except Exception as exc:
-            if _vector_index_unwritten(exc):
-                return False
-            raise
-        ids = list((res.get("ids") or [[]])[0])
-        if not ids:
-            return False
-        if coll.get(ids=ids, include=[])["ids"]:
-            return True
-        raise RecordLost(
-            f"the index counts no passages, but its vector index still holds passage "
-            f"{str(ids[0])[:12]}... (records deleted behind it); the index cannot be trusted: "
-            "rebuild it"
-        )
+    def _do(self, step: steps.Step, client: Any) -> Any:
+        """One step with the blocking client (see :mod:`indexplug_chroma.steps`)."""
+        if isinstance(step, steps.Call):
+            return getattr(step.target, step.method)(**step.kwargs)
+        if isinstance(step, steps.Embed):
+            return step.embedder.embed_query(step.text, Granularity.TEXT)
+        if isinstance(step, steps.Count):
+            if step.fresh:
+                self._store.forget_count(step.index)
+            return self._store.count(step.index, step.collection)
+        if isinstance(step, steps.Handle):
+            return self._search_handle(client, step.index, step.embedder)
+        return self._store.get(client, step.index)
 
     def _search_handle(
         self, client: Any, index: str, emb: Embedder
@@ -1068,24 +1083,31 @@ class ChromaBackend:
         include: list[str] = []
         if check is not None:
             include = ["metadatas"] if typed else ["documents", "metadatas"]
-        listed = coll.get(where=where, include=include)
-        n = len(listed["ids"])
-        docs = listed.get("documents") or [None] * n
-        metas = listed.get("metadatas") or [None] * n
-        ids = sorted(
-            pid
-            for pid, doc, meta in zip(listed["ids"], docs, metas, strict=True)
-            if (after is None or pid > after)
-            and (check is None or (not records.is_dead(doc, meta) and check(pid, doc, meta)))
-        )
-        page: list[Passage] = []
-        pos = 0
-        while pos < len(ids) and len(page) < limit:  # dead records dropped: read on
-            _in_time(deadline, "reading a page")
-            chunk = ids[pos : pos + min(limit - len(page), ID_CHUNK)]
-            pos += len(chunk)
-            got = _stored_passages(coll.get(ids=chunk, include=["documents", "metadatas"]))
-            page.extend(got[pid] for pid in chunk if pid in got)
+        for attempt in range(1, SEARCH_ATTEMPTS + 1):
+            listed = coll.get(where=where, include=include)
+            n = len(listed["ids"])
+            docs = listed.get("documents") or [None] * n
+            metas = listed.get("metadatas") or [None] * n
+            ids = sorted(
+                pid
+                for pid, doc, meta in zip(listed["ids"], docs, metas, strict=True)
+                if (after is None or pid > after)
+                and (check is None or (not records.is_dead(doc, meta) and check(pid, doc, meta)))
+            )
+            page: list[Passage] = []
+            pos = 0
+            changed = False
+            while pos < len(ids) and len(page) < limit:  # dead records dropped: read on
+                _in_time(deadline, "reading a page")
+                chunk = ids[pos : pos + min(limit - len(page), ID_CHUNK)]
+                pos += len(chunk)
+                got = _stored_passages(coll.get(ids=chunk, include=["documents", "metadatas"]))
+                page.extend(got[pid] for pid in chunk if pid in got)
+                changed = changed or len(got) < len(chunk)
+            if not changed or attempt == SEARCH_ATTEMPTS:
+                break
+            # listed passages removed or replaced before they were read (a key's new version,
+            # written meanwhile, would be missing from the page): list again
         return page, pos < len(ids)
 
     def indexes(self, *, deadline: Deadline) -> IndexesOutcome:
@@ -1228,6 +1250,12 @@ def _vector_index_unwritten(exc: BaseException) -> bool:
     return UNWRITTEN_VECTOR_INDEX in str(exc)
 
 
+ID_NOT_FOUND = "Error finding id"
+"""What Chroma (1.5) raises from a query whose vector index answered an id that a delete
+running at the same time removed from its records: worth asking again, like a vector
+answered without its record (:data:`SEARCH_ATTEMPTS`)."""
+
+
 Check = Callable[[str, str | None, Mapping[str, Any] | None], bool]
 """Whether a record (id, document, metadata) passes a filter Chroma could only narrow down."""
 
@@ -1243,6 +1271,38 @@ def _provenance_check(f: Filter) -> Check:
     return lambda pid, doc, meta: matches(f, records.from_record(pid, doc, meta).metadata)
 
 
+def _vectors_without_records(coll: Any, dim: int) -> steps.Steps[bool]:
+    """For a collection that counts no records: ``False`` if its vector index holds nothing
+    either (truly empty), ``True`` if records were written meanwhile; raises
+    :class:`RecordLost` if it holds vectors whose records are gone (deleted behind it), which
+    would otherwise pass for an empty index."""
+    try:
+        res = yield steps.Call(
+            coll,
+            "query",
+            {
+                "query_embeddings": [np.ones(dim, dtype=np.float32)],
+                "n_results": 1,
+                "include": ["distances"],
+            },
+        )
+    except Exception as exc:
+        if _vector_index_unwritten(exc):
+            return False
+        raise
+    ids = list((res.get("ids") or [[]])[0])
+    if not ids:
+        return False
+    found = yield steps.Call(coll, "get", {"ids": ids, "include": []})
+    if found["ids"]:
+        return True
+    raise RecordLost(
+        f"the index counts no passages, but its vector index still holds passage "
+        f"{str(ids[0])[:12]}... (records deleted behind it); the index cannot be trusted: "
+        "rebuild it"
+    )
+
+
 def _exact_query(
     coll: Any,
     vector: Vector,
@@ -1251,38 +1311,48 @@ def _exact_query(
     check: Check | None = None,
     *,
     typed: bool = True,
-) -> dict[str, Any]:
+) -> steps.Steps[dict[str, Any]]:
     """What ``coll.query`` answers, by an exact cosine scan of every stored embedding (those
     matching ``where``, alive, and passing ``check`` when given): for the passages Chroma's
     graph search cannot reach, and for filters Chroma can only narrow down.  ``check`` on a
     collection without typed fields reads every candidate's document (its provenance)."""
-    include = ["embeddings", "metadatas"]
-    if check is not None and not typed:
-        include.append("documents")
-    rows = coll.get(where=where, include=include)
-    docs = rows.get("documents") or [None] * len(rows["ids"])
-    keep = [
-        i
-        for i, (pid, doc, meta) in enumerate(zip(rows["ids"], docs, rows["metadatas"], strict=True))
-        if not records.is_dead(None, meta) and (check is None or check(pid, doc, meta))
-    ]
-    ids = [rows["ids"][i] for i in keep]
-    if not ids:
-        return {"ids": [[]], "documents": [[]], "metadatas": [[]], "distances": [[]]}
-    emb = np.asarray([rows["embeddings"][i] for i in keep], dtype=np.float32)
-    norms = np.linalg.norm(emb, axis=1) * float(np.linalg.norm(vector))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        distances = 1.0 - (emb @ vector) / norms  # Chroma's cosine distance
-    distances = np.where(np.isfinite(distances), distances, np.inf)
-    order = np.argsort(distances, kind="stable")[:top_k]
-    top = [ids[i] for i in order]
-    got = coll.get(ids=top, include=["documents", "metadatas"])
-    by_id = {
-        pid: (doc, meta)
-        for pid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
-        if not records.is_dead(doc, meta)
-    }
-    kept = [i for i in order if ids[i] in by_id]  # removed since the scan: left out
+    for whole in (False, True):
+        include = ["embeddings", "metadatas"]
+        if whole or (check is not None and not typed):
+            include.append("documents")
+        rows = yield steps.Call(coll, "get", {"where": where, "include": include})
+        docs = rows.get("documents") or [None] * len(rows["ids"])
+        keep = [
+            i
+            for i, (pid, doc, meta) in enumerate(
+                zip(rows["ids"], docs, rows["metadatas"], strict=True)
+            )
+            if not records.is_dead(doc, meta) and (check is None or check(pid, doc, meta))
+        ]
+        ids = [rows["ids"][i] for i in keep]
+        if not ids:
+            return {"ids": [[]], "documents": [[]], "metadatas": [[]], "distances": [[]]}
+        emb = np.asarray([rows["embeddings"][i] for i in keep], dtype=np.float32)
+        norms = np.linalg.norm(emb, axis=1) * float(np.linalg.norm(vector))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            distances = 1.0 - (emb @ vector) / norms  # Chroma's cosine distance
+        distances = np.where(np.isfinite(distances), distances, np.inf)
+        order = np.argsort(distances, kind="stable")[:top_k]
+        if whole:  # one read: documents and embeddings of one state of the collection
+            by_id = {ids[i]: (docs[keep[i]], rows["metadatas"][keep[i]]) for i in range(len(ids))}
+            break
+        top = [ids[i] for i in order]
+        got = yield steps.Call(coll, "get", {"ids": top, "include": ["documents", "metadatas"]})
+        by_id = {
+            pid: (doc, meta)
+            for pid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
+            if not records.is_dead(doc, meta)
+        }
+        if len(by_id) == len(top):
+            break
+        # Some were removed or replaced between the two reads (a key's new version written
+        # meanwhile would be missing): read once more, documents and all, in one read.
+    kept = [i for i in order if ids[i] in by_id]
     return {
         "ids": [[ids[i] for i in kept]],
         "documents": [[by_id[ids[i]][0] for i in kept]],
