@@ -336,6 +336,10 @@ def test_the_digest_covers_the_key(guard: Guard, tmp_path: Path) -> None:
         c.execute("UPDATE passages SET key = 'theirs'")
     for out in (guard.get("x", [p.id]), guard.scan("x", limit=5), guard.search("x", "alpha")):
         assert isinstance(out, IndexFailed), out
+    q = docs(1, key="k", word="beta")[0]
+    guard.add("y", [q])
+    guard.backend.tamper_record("y", q.id, {"key": None})  # type: ignore[attr-defined]
+    assert isinstance(guard.get("y", [q.id]), IndexFailed)
 
 
 def test_readers_never_see_both_versions_of_a_key_or_neither(guard: Guard) -> None:

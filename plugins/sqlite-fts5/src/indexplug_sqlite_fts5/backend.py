@@ -753,6 +753,8 @@ class SqliteFts5Backend:
     # -- extras --------------------------------------------------------------------------
     def op_optimize(self, index: str, *, deadline: Deadline) -> StatusOutcome:
         """Merge FTS5 segments into one (faster queries after a large ingest)."""
+        if late := self._late(index, deadline):
+            return late
         try:
             conn = self._conn(index, create=False)
             if conn is None:
@@ -767,6 +769,8 @@ class SqliteFts5Backend:
         """Delete the index file (and its WAL) entirely; a sensitive op.  A missing index is
         already dropped; a file of that name that is not one of our indexes (another
         program's SQLite file, say) is refused, never deleted."""
+        if late := self._late(index, deadline):
+            return late
         path = self.path(index)
         if path.exists() and path.stat().st_size > 0:
             try:
@@ -797,26 +801,26 @@ class SqliteFts5Backend:
 
     def tamper_record(self, index: str, passage_id: str, changes: Mapping[str, object]) -> None:
         """Conformance-kit hook: alter fields of a stored row behind the backend's back
-        (``text``, ``metadata``, ``licence``, ``provenance``, ``start``, ``end``), its id and
-        digest kept, and its full-text postings left as they were (as an edit of the file
+        (``text``, ``metadata``, ``licence``, ``provenance``, ``start``, ``end``, ``key``), its
+        id and digest kept, and its full-text postings left as they were (as an edit of the file
         with another SQLite client would leave them)."""
         conn = self._conn(index, create=False)
         if conn is None:
             raise LookupError(f"index {index!r} does not exist")
         row = conn.execute(
-            'SELECT text, source, start, "end", metadata FROM passages WHERE id = ?',
+            'SELECT text, source, start, "end", metadata, key FROM passages WHERE id = ?',
             (passage_id,),
         ).fetchone()
         if row is None:
             raise LookupError(f"passage {passage_id[:12]} is not in index {index!r}")
-        text, source, start, end, metadata = row
+        text, source, start, end, metadata, key = row
         src = json.loads(source)
         for key in ("licence", "provenance"):
             if key in changes:
                 src[key] = changes[key]
         conn.execute(
-            'UPDATE passages SET text = ?, source = ?, start = ?, "end" = ?, metadata = ? '
-            "WHERE id = ?",
+            'UPDATE passages SET text = ?, source = ?, start = ?, "end" = ?, metadata = ?, '
+            "key = ? WHERE id = ?",
             (
                 changes.get("text", text),
                 json.dumps(src, ensure_ascii=False),
@@ -825,6 +829,7 @@ class SqliteFts5Backend:
                 json.dumps(changes["metadata"], ensure_ascii=False)
                 if "metadata" in changes
                 else metadata,
+                changes.get("key", key),
                 passage_id,
             ),
         )
