@@ -688,3 +688,19 @@ def test_the_equality_map_means_what_the_filter_means(
         # what a filters=True backend does with it: every pair holds, a list holding the value
         held = all(kind(v) in {kind(x) for x in values_of(metadata, k)} for k, v in pairs.items())
         assert matches(f, metadata) is held
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {"a": "x\ud800"},  # a lone surrogate: JSON's "\ud800" escape parses to one
+        {"a": {"$in": ["ok", "\udfff"]}},
+        {"a": {"$gt": "\ud83d"}},
+        {"\ud800": 1},
+        {"a\udc00": {"$exists": True}},
+    ],
+)
+def test_text_that_is_not_unicode_is_refused(obj: Any) -> None:
+    # no passage can hold it (its digest is of UTF-8), and backends cannot encode it
+    assert "Unicode" in refused(obj)
+    assert "Unicode" in refused(json.loads(json.dumps(obj)))

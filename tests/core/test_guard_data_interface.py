@@ -3,6 +3,7 @@ in search) against small in-memory backends, and the broken ones it must refuse.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -805,4 +806,13 @@ def test_a_filter_built_in_python_is_checked_before_the_backend() -> None:
     assert info.value.field == "filters"
     with pytest.raises(InvalidRequest):
         g.scan("docs", filters=Condition("lang", "$in", "en"))
+    assert len(mem.filters_given) == before
+
+
+def test_a_filter_text_that_is_not_unicode_is_a_bad_request_not_a_failure() -> None:
+    g, mem, _ = filled()
+    before = len(mem.filters_given)
+    with pytest.raises(InvalidRequest) as info:
+        g.search("docs", "otter", filters=json.loads('{"lang": "\\ud800"}'))
+    assert info.value.field == "filters"
     assert len(mem.filters_given) == before

@@ -92,8 +92,10 @@ def _scalar(value: Any, where: str, *, null: bool = True) -> Scalar | None:
     if value is None and null:
         return None
     if type(value) in (str, bool, int):
-        if type(value) is str and "\x00" in value:
-            raise _bad(f"{where}: a filter value contains a NUL character")
+        if type(value) is str:
+            if "\x00" in value:
+                raise _bad(f"{where}: a filter value contains a NUL character")
+            _unicode(value, f"{where}: a filter value")
         return value  # type: ignore[no-any-return]
     if type(value) is float:
         if not math.isfinite(value):
@@ -103,11 +105,22 @@ def _scalar(value: Any, where: str, *, null: bool = True) -> Scalar | None:
     raise _bad(f"{where}: expected {kinds}, got {type(value).__name__}")
 
 
+def _unicode(text: str, what: str) -> None:
+    """Refuse text that is not Unicode (a lone surrogate, which JSON's ``"\\ud800"`` escape
+    parses to): no passage can hold it and no backend can encode it, so it is a bad request,
+    not a failure of the index."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _bad(f"{what} is not Unicode text (it holds a lone surrogate)") from None
+
+
 def _field_name(name: Any) -> str:
     if type(name) is not str:
         raise _bad("a filter key must be a string")
     if "\x00" in name:
         raise _bad("a filter key contains a NUL character")
+    _unicode(name, "a filter key")
     if len(name) > MAX_FIELD_CHARS:
         raise _bad(f"a filter key is longer than {MAX_FIELD_CHARS} characters")
     if name.startswith("$"):
