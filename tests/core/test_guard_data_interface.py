@@ -816,3 +816,22 @@ def test_a_filter_text_that_is_not_unicode_is_a_bad_request_not_a_failure() -> N
         g.search("docs", "otter", filters=json.loads('{"lang": "\\ud800"}'))
     assert info.value.field == "filters"
     assert len(mem.filters_given) == before
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda g: g.get("docs", ["\ud800"]),
+        lambda g: g.get("docs", keys=["doc-\udfff"]),
+        lambda g: g.remove("docs", ["\ud800"]),
+        lambda g: g.remove("docs", keys=["\ud800"]),
+        lambda g: g.scan("docs", after="\ud800"),
+    ],
+)
+def test_ids_keys_and_cursors_that_are_not_unicode_are_refused(call: Any) -> None:
+    # no passage can have them (ids and digests are of UTF-8); a backend cannot encode them
+    g, mem, ps = filled()
+    with pytest.raises(InvalidRequest, match="Unicode"):
+        call(g)
+    assert mem.get_given == [] and mem.removed_given == []
+    assert len(mem.data["docs"]) == len(ps)

@@ -791,8 +791,12 @@ class Guard:
     ) -> _Plan:
         validate_index_name(index)
         self._claim("scan", "scan")
-        if after is not None and (type(after) is not str or not after or "\x00" in after):
-            raise InvalidRequest("after must be a cursor from a previous page", field="after")
+        if after is not None and (
+            type(after) is not str or not after or "\x00" in after or not _is_unicode(after)
+        ):
+            raise InvalidRequest(
+                "after must be a cursor from a previous page (Unicode text)", field="after"
+            )
         _check_count("limit", limit, 1, MAX_SCAN)
         parsed, given = self._filters(filters)
         if deadline is None:
@@ -1503,7 +1507,21 @@ def _strings(field: str, values: Sequence[str], limit: int) -> list[str]:
         raise InvalidRequest(f"at most {limit} {field} per call", field=field)
     if not all(type(v) is str and v and "\x00" not in v for v in values):
         raise InvalidRequest(f"{field} must be non-empty strings without NUL", field=field)
+    if not all(_is_unicode(v) for v in values):
+        raise InvalidRequest(
+            f"{field} must be Unicode text (one holds a lone surrogate)", field=field
+        )
     return list(values)
+
+
+def _is_unicode(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (a lone surrogate does not): no passage id, key or
+    cursor can hold such text, and backends cannot encode it, so it is refused up front."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _check_count(field: str, n: Any, low: int, high: int) -> None:
