@@ -36,6 +36,8 @@ What each op guarantees, and how:
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import math
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -86,7 +88,14 @@ from indexplug_chroma.errors import (
 )
 from indexplug_chroma.scale import DESCRIPTION, SCALE
 from indexplug_chroma.settings import ChromaSettings
-from indexplug_chroma.stores import EmbeddedStore, ServerStore, Store, collection_name
+from indexplug_chroma.stores import (
+    COUNTS,
+    EmbeddedStore,
+    ServerStore,
+    Store,
+    chroma_settings,
+    collection_name,
+)
 
 EMBEDDER_KEY = "indexplug:embedder"
 DIM_KEY = "indexplug:dim"
@@ -184,6 +193,10 @@ class ChromaBackend:
         """Embedders built from names indexes recorded (see :meth:`_recorded_embedder`)."""
         self._warming = False
         self._max_batch: int | None = None
+        self._aclient: Any = None
+        """Server mode: chromadb's ``AsyncHttpClient`` for the coroutine ops, made on first use."""
+        self._ahandles: dict[str, tuple[Any, Any, list[str], Embedder, bool]] = {}
+        """:attr:`_handles` of the async client."""
         self._handles: dict[str, tuple[Any, Any, list[str], Embedder, bool]] = {}
         """index -> (client, collection, what a query includes, embedder, typed fields) for
         searches (see
@@ -268,6 +281,8 @@ class ChromaBackend:
 
     def close(self) -> None:
         self._handles.clear()
+        self._ahandles.clear()
+        self._aclient = None
         self._store.close()
 
     # -- helpers -----------------------------------------------------------------------------
@@ -989,38 +1004,41 @@ class ChromaBackend:
     ) -> GetOutcome:
         """Stored passages by id (``collection.get(ids=...)``) and by caller key (a ``where``
         on the ``ip.key`` field); dead records are not passages any more."""
-        found: dict[str, Passage] = {}
         try:
             _in_time(deadline, "starting the read")
-            if self._store.exists(index) is not False:
-                with self._store.use(index) as client:
-                    coll = self._store.get(client, index)
-                    if coll is not None:
-                        for i in range(0, len(ids), ID_CHUNK):
-                            _in_time(deadline, "reading passages by id")
-                            got = coll.get(
-                                ids=list(ids[i : i + ID_CHUNK]),
-                                include=["documents", "metadatas"],
-                            )
-                            found.update(_stored_passages(got))
-                        for i in range(0, len(keys), ID_CHUNK):
-                            _in_time(deadline, "reading passages by key")
-                            got = coll.get(
-                                where={fields.KEY_FIELD: {"$in": list(keys[i : i + ID_CHUNK])}},
-                                include=["documents", "metadatas"],
-                            )
-                            found.update(_stored_passages(got))
-            _in_time(deadline, "the passages came back")
+            if self._store.exists(index) is False:
+                return _got(index, self.name, ids, keys, {})
+            with self._store.use(index) as client:
+                return steps.run(
+                    self._get_steps(index, ids, keys, deadline),
+                    lambda step: self._do(step, client),
+                )
         except Exception as exc:
             return self._failure(index, exc, deadline)
-        seen_keys = {p.key for p in found.values()}
-        return Got(
-            index=index,
-            backend=self.name,
-            passages=list(found.values()),
-            missing_ids=[i for i in ids if i not in found],
-            missing_keys=[k for k in keys if k not in seen_keys],
-        )
+
+    def _get_steps(
+        self, index: str, ids: Sequence[str], keys: Sequence[str], deadline: Deadline
+    ) -> steps.Steps[GetOutcome]:
+        found: dict[str, Passage] = {}
+        coll = yield steps.Open(index)
+        if coll is not None:
+            for i in range(0, len(ids), ID_CHUNK):
+                _in_time(deadline, "reading passages by id")
+                got = yield steps.Call(
+                    coll,
+                    "get",
+                    {"ids": list(ids[i : i + ID_CHUNK]), "include": ["documents", "metadatas"]},
+                )
+                found.update(_stored_passages(got))
+            for i in range(0, len(keys), ID_CHUNK):
+                _in_time(deadline, "reading passages by key")
+                where = {fields.KEY_FIELD: {"$in": list(keys[i : i + ID_CHUNK])}}
+                got = yield steps.Call(
+                    coll, "get", {"where": where, "include": ["documents", "metadatas"]}
+                )
+                found.update(_stored_passages(got))
+        _in_time(deadline, "the passages came back")
+        return _got(index, self.name, ids, keys, found)
 
     def scan(
         self,
@@ -1041,74 +1059,38 @@ class ChromaBackend:
         matching ids, O(n log n) in them: a full export by pages of ``limit`` lists them
         n / limit times.
         """
-        page: list[Passage] = []
-        more = False
         try:
             _in_time(deadline, "starting the scan")
-            if self._store.exists(index) is not False:
-                with self._store.use(index) as client:
-                    coll = self._store.get(client, index)
-                    if coll is not None:
-                        page, more = self._scan_page(coll, filters, after, limit, deadline)
-            _in_time(deadline, "the page came back")
+            if self._store.exists(index) is False:
+                return Scanned(index=index, backend=self.name, passages=[], next_after=None)
+            with self._store.use(index) as client:
+                return steps.run(
+                    self._scan_steps(index, parse_filter(filters), after, limit, deadline),
+                    lambda step: self._do(step, client),
+                )
         except Exception as exc:
             return self._failure(index, exc, deadline)
+
+    def _scan_steps(
+        self,
+        index: str,
+        filters: Filter | None,
+        after: str | None,
+        limit: int,
+        deadline: Deadline,
+    ) -> steps.Steps[ScanOutcome]:
+        page: list[Passage] = []
+        more = False
+        coll = yield steps.Open(index)
+        if coll is not None:
+            page, more = yield from _scan_page(coll, filters, after, limit, deadline)
+        _in_time(deadline, "the page came back")
         return Scanned(
             index=index,
             backend=self.name,
             passages=page,
             next_after=page[-1].id if more and page else None,
         )
-
-    def _scan_page(
-        self,
-        coll: Any,
-        filters: Filter | None,
-        after: str | None,
-        limit: int,
-        deadline: Deadline,
-    ) -> tuple[list[Passage], bool]:
-        typed = _typed(dict(coll.metadata or {}))
-        where: dict[str, Any] | None = None
-        check: Check | None = None
-        if filters is not None:
-            if typed:
-                translated = fields.translate(filters)
-                if translated.clause is fields.FALSE:
-                    return [], False
-                where = translated.clause or None
-                check = None if translated.exact else _decoded_check(filters)
-            else:
-                check = _provenance_check(filters)
-        include: list[str] = []
-        if check is not None:
-            include = ["metadatas"] if typed else ["documents", "metadatas"]
-        for attempt in range(1, SEARCH_ATTEMPTS + 1):
-            listed = coll.get(where=where, include=include)
-            n = len(listed["ids"])
-            docs = listed.get("documents") or [None] * n
-            metas = listed.get("metadatas") or [None] * n
-            ids = sorted(
-                pid
-                for pid, doc, meta in zip(listed["ids"], docs, metas, strict=True)
-                if (after is None or pid > after)
-                and (check is None or (not records.is_dead(doc, meta) and check(pid, doc, meta)))
-            )
-            page: list[Passage] = []
-            pos = 0
-            changed = False
-            while pos < len(ids) and len(page) < limit:  # dead records dropped: read on
-                _in_time(deadline, "reading a page")
-                chunk = ids[pos : pos + min(limit - len(page), ID_CHUNK)]
-                pos += len(chunk)
-                got = _stored_passages(coll.get(ids=chunk, include=["documents", "metadatas"]))
-                page.extend(got[pid] for pid in chunk if pid in got)
-                changed = changed or len(got) < len(chunk)
-            if not changed or attempt == SEARCH_ATTEMPTS:
-                break
-            # listed passages removed or replaced before they were read (a key's new version,
-            # written meanwhile, would be missing from the page): list again
-        return page, pos < len(ids)
 
     def indexes(self, *, deadline: Deadline) -> IndexesOutcome:
         """The indexes this backend holds (embedded: the folders under its home holding an
@@ -1129,12 +1111,152 @@ class ChromaBackend:
             return self._failure("", exc, deadline)  # type: ignore[return-value]
         return IndexList(index="", backend=self.name, indexes=found)
 
+    # -- async: chromadb's AsyncHttpClient in server mode ------------------------------------
+    # The guard awaits these coroutines on the caller's event loop instead of running the
+    # blocking methods on its worker threads.  In server mode they run the same steps as the
+    # blocking ops (search, get, scan) with chromadb's async HTTP client, so a slow search
+    # holds no thread and the guard's deadline cancels its request; the query embedding, CPU
+    # work, runs on a thread.  Embedded mode has no async client: the blocking op runs on a
+    # thread.  Writes, remove and status are not native (the guard offloads them).
+
+    async def asearch(
+        self,
+        index: str,
+        query: str,
+        *,
+        top_k: int,
+        deadline: Deadline,
+        filters: Mapping[str, MetadataValue] | Filter | None = None,
+    ) -> SearchOutcome:
+        """:meth:`search` as a coroutine (see above)."""
+        if not isinstance(self._store, ServerStore):
+            return await asyncio.to_thread(
+                self.search, index, query, top_k=top_k, deadline=deadline, filters=filters
+            )
+        from chromadb.errors import NotFoundError
+
+        for attempt in range(1, SEARCH_ATTEMPTS + 1):
+            try:
+                client = await self._async_client()
+                return await steps.arun(
+                    self._search_steps(index, query, top_k, deadline, parse_filter(filters)),
+                    functools.partial(self._ado, client=client),
+                )
+            except Exception as exc:
+                self._ahandles.pop(index, None)
+                again = isinstance(exc, (NotFoundError, RecordLost)) or ID_NOT_FOUND in str(exc)
+                if not again or attempt == SEARCH_ATTEMPTS:
+                    return self._afailure(index, exc, deadline)
+        raise AssertionError("unreachable")
+
+    async def aget(
+        self, index: str, ids: Sequence[str], *, keys: Sequence[str], deadline: Deadline
+    ) -> GetOutcome:
+        """:meth:`get` as a coroutine (see above)."""
+        if not isinstance(self._store, ServerStore):
+            return await asyncio.to_thread(self.get, index, ids, keys=keys, deadline=deadline)
+        try:
+            _in_time(deadline, "starting the read")
+            client = await self._async_client()
+            return await steps.arun(
+                self._get_steps(index, ids, keys, deadline), lambda step: self._ado(step, client)
+            )
+        except Exception as exc:
+            return self._afailure(index, exc, deadline)
+
+    async def ascan(
+        self,
+        index: str,
+        *,
+        filters: Filter | None,
+        after: str | None,
+        limit: int,
+        deadline: Deadline,
+    ) -> ScanOutcome:
+        """:meth:`scan` as a coroutine (see above)."""
+        if not isinstance(self._store, ServerStore):
+            return await asyncio.to_thread(
+                self.scan, index, filters=filters, after=after, limit=limit, deadline=deadline
+            )
+        try:
+            _in_time(deadline, "starting the scan")
+            client = await self._async_client()
+            return await steps.arun(
+                self._scan_steps(index, parse_filter(filters), after, limit, deadline),
+                lambda step: self._ado(step, client),
+            )
+        except Exception as exc:
+            return self._afailure(index, exc, deadline)
+
+    async def _async_client(self) -> Any:
+        """The server's ``AsyncHttpClient``, made on first use (it serves every event loop:
+        chromadb keeps an HTTP session per loop) and dropped after a connection error."""
+        client = self._aclient
+        if client is None:
+            import chromadb
+
+            client = await chromadb.AsyncHttpClient(
+                host=self.settings.host,
+                port=self.settings.port,
+                ssl=self.settings.ssl,
+                settings=chroma_settings(),
+            )
+            self._aclient = client
+        return client
+
+    def _afailure(
+        self, index: str, exc: BaseException, deadline: Deadline
+    ) -> IndexFailed | IndexTimeout | IndexUnavailable:
+        out = self._failure(index, exc, deadline)
+        if out.code == "INDEX_UNAVAILABLE":
+            self._aclient = None
+            self._ahandles.clear()
+        return out
+
+    async def _ado(self, step: steps.Step, client: Any) -> Any:
+        """One step with the async client (see :mod:`indexplug_chroma.steps`)."""
+        if isinstance(step, steps.Call):
+            return await getattr(step.target, step.method)(**step.kwargs)
+        if isinstance(step, steps.Embed):
+            return await asyncio.to_thread(step.embedder.embed_query, step.text, Granularity.TEXT)
+        if isinstance(step, steps.Count):
+            key = self._store.key(step.index)
+            if step.fresh:
+                COUNTS.forget(key)
+            count, generation = COUNTS.fresh(key, self.settings.count_ttl_s)
+            if count is None:
+                count = int(await step.collection.count())
+                COUNTS.keep(key, generation, count)
+            return count
+        if isinstance(step, steps.Handle):
+            return await self._ahandle(client, step.index, step.embedder)
+        return await _aget(client, step.index)
+
+    async def _ahandle(
+        self, client: Any, index: str, emb: Embedder
+    ) -> tuple[Any, list[str], Embedder, bool] | None:
+        """:meth:`_search_handle` for the async client (cached apart)."""
+        cached = self._ahandles.get(index)
+        if cached is not None and cached[0] is client:
+            return cached[1:]
+        coll = await _aget(client, index)
+        if coll is None:
+            self._ahandles.pop(index, None)
+            return None
+        meta, emb = self._check_embedder(index, coll, emb)
+        include = ["documents", "distances"]
+        if not _provenance_in_document(meta):
+            include.insert(1, "metadatas")
+        self._ahandles[index] = (client, coll, include, emb, _typed(meta))
+        return coll, include, emb, _typed(meta)
+
     # -- extras ------------------------------------------------------------------------------
     def op_drop(self, index: str, *, deadline: Deadline) -> IndexStatus | IndexFailed:
         """Delete the index entirely (its collection; embedded: its folder too)."""
         try:
             with self._write_lock(index, deadline):
                 self._handles.pop(index, None)
+                self._ahandles.pop(index, None)
                 try:
                     self._store.drop(index)
                 finally:
@@ -1375,6 +1497,95 @@ def _live(res: dict[str, Any]) -> dict[str, Any]:
         if column is not None:
             out[field] = [[v for i, v in enumerate(column) if i not in dead]]
     return out
+
+
+def _got(
+    index: str,
+    backend: str,
+    ids: Sequence[str],
+    keys: Sequence[str],
+    found: Mapping[str, Passage],
+) -> Got:
+    seen_keys = {p.key for p in found.values()}
+    return Got(
+        index=index,
+        backend=backend,
+        passages=list(found.values()),
+        missing_ids=[i for i in ids if i not in found],
+        missing_keys=[k for k in keys if k not in seen_keys],
+    )
+
+
+def _scan_page(
+    coll: Any,
+    filters: Filter | None,
+    after: str | None,
+    limit: int,
+    deadline: Deadline,
+) -> steps.Steps[tuple[list[Passage], bool]]:
+    """The passages of one scan page, and whether more may follow (see
+    :meth:`ChromaBackend.scan`)."""
+    typed = _typed(dict(coll.metadata or {}))
+    where: dict[str, Any] | None = None
+    check: Check | None = None
+    if filters is not None:
+        if typed:
+            translated = fields.translate(filters)
+            if translated.clause is fields.FALSE:
+                return [], False
+            where = translated.clause or None
+            check = None if translated.exact else _decoded_check(filters)
+        else:
+            check = _provenance_check(filters)
+    include: list[str] = []
+    if check is not None:
+        include = ["metadatas"] if typed else ["documents", "metadatas"]
+    page: list[Passage] = []
+    ids: list[str] = []
+    pos = 0
+    for attempt in range(1, SEARCH_ATTEMPTS + 1):
+        listed = yield steps.Call(coll, "get", {"where": where, "include": include})
+        n = len(listed["ids"])
+        docs = listed.get("documents") or [None] * n
+        metas = listed.get("metadatas") or [None] * n
+        ids = sorted(
+            pid
+            for pid, doc, meta in zip(listed["ids"], docs, metas, strict=True)
+            if (after is None or pid > after)
+            and (check is None or (not records.is_dead(doc, meta) and check(pid, doc, meta)))
+        )
+        page = []
+        pos = 0
+        changed = False
+        while pos < len(ids) and len(page) < limit:  # dead records dropped: read on
+            _in_time(deadline, "reading a page")
+            chunk = ids[pos : pos + min(limit - len(page), ID_CHUNK)]
+            pos += len(chunk)
+            read = yield steps.Call(
+                coll, "get", {"ids": chunk, "include": ["documents", "metadatas"]}
+            )
+            got = _stored_passages(read)
+            page.extend(got[pid] for pid in chunk if pid in got)
+            changed = changed or len(got) < len(chunk)
+        if not changed or attempt == SEARCH_ATTEMPTS:
+            break
+        # listed passages removed or replaced before they were read (a key's new version,
+        # written meanwhile, would be missing from the page): list again
+    return page, pos < len(ids)
+
+
+async def _aget(client: Any, index: str) -> Any | None:
+    """The index's collection through the async client, or None."""
+    from chromadb.errors import NotFoundError
+
+    try:
+        return await client.get_collection(collection_name(index), embedding_function=None)
+    except NotFoundError:
+        return None
+    except ValueError as exc:  # older clients say "does not exist" with a ValueError
+        if "does not exist" in str(exc):
+            return None
+        raise
 
 
 def _stored_passages(got: Mapping[str, Any]) -> dict[str, Passage]:
