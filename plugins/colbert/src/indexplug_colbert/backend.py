@@ -440,7 +440,7 @@ class ColbertBackend:
     ) -> GetOutcome:
         """The live passages with these ids and those of these caller keys, in the order
         asked (each once); what is not there is listed as missing, never an error."""
-        if not self._exists(index):
+        if not self._exists(index) and not deadline.expired():
             return Got(
                 index=index, backend=self.name, missing_ids=list(ids), missing_keys=list(keys)
             )
@@ -475,7 +475,7 @@ class ColbertBackend:
         """Up to ``limit`` live passages with an id above ``after`` that pass ``filters``, in
         ascending id order; ``next_after`` is the page's last id when more may follow."""
         parsed = parse_filter(filters)  # as given by the guard; a bad one raises InvalidRequest
-        if not self._exists(index):
+        if not self._exists(index) and not deadline.expired():
             return Scanned(index=index, backend=self.name)
 
         def body(t: _Target) -> Scanned:
@@ -490,6 +490,7 @@ class ColbertBackend:
         live passages counted from the engine's own commit record (no embedder loaded)."""
         found: list[IndexInfo] = []
         try:
+            check_deadline(deadline, "listing the indexes")
             entries = sorted(self.home.iterdir()) if self.home.is_dir() else []
             for entry in entries:
                 check_deadline(deadline, "listing the indexes")
@@ -673,6 +674,7 @@ class ColbertBackend:
         Dropping an index that does not exist answers the same: it does not exist."""
         folder = self.folder(index)
         try:
+            check_deadline(deadline, "dropping the index")
             with self._write_lock(index, deadline):
                 with self._lock:
                     stale = [k for k in self._open if k[0] == str(folder)]
