@@ -86,6 +86,8 @@ class StoreBackend(_Base):
     name = "test-store"
     STORES: dict[str, dict[str, dict[str, object]]] = {}
     LOCK = threading.Lock()
+    FAIL_AFTER: int | None = None
+    """Like the ``fail_after`` option, for every instance (a test interrupting a copy)."""
 
     def __init__(self, store="default", scale="test_store", delay_s=0.0, fail_after=None):
         self.indexes_ = self.STORES.setdefault(store, {})
@@ -105,7 +107,8 @@ class StoreBackend(_Base):
     def add(self, index, passages, *, max_bytes, deadline):
         with self.LOCK:
             ix = self.indexes_.setdefault(index, {})
-            if self.fail_after is not None and len(ix) >= self.fail_after:
+            limit = self.fail_after if self.fail_after is not None else self.FAIL_AFTER
+            if limit is not None and len(ix) >= limit:
                 raise OSError("simulated failure (fail_after)")
             keys = {p.key for p in passages if p.key is not None}
             ids = {p.id for p in passages}

@@ -211,3 +211,32 @@ def test_export_writes_nowhere_without_configured_folders(
         a = check_schema(bare.invoke("export", {"index": "src", "path": "out.jsonl"}))
     assert a["code"] == "BAD_REQUEST" and "defaults.folders" in a["message"]
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_cli_copy_goes_on_after_an_interruption(
+    tmp_path: Path, test_backends: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from indexplug.cli.app import app
+    from typer.testing import CliRunner
+
+    StoreBackend.STORES.clear()
+    rows = passages(1200)
+    f = tmp_path / "in.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cli = CliRunner()
+    r = cli.invoke(app, ["add", str(f), "--index", "src", "--backend", "test-store", "--json"])
+    assert r.exit_code == 0, r.output
+    argv = ["copy", "test-store:src", "test-store:dst", "--dst-option", "store=b", "--json"]
+    monkeypatch.setattr(StoreBackend, "FAIL_AFTER", 600)
+    r = cli.invoke(app, argv)
+    assert r.exit_code == 3 and json.loads(r.output)["committed"] >= 500, r.output
+    monkeypatch.setattr(StoreBackend, "FAIL_AFTER", None)
+    r = cli.invoke(app, argv)
+    assert r.exit_code == 0, r.output
+    done = json.loads(r.output)
+    assert done["resumed"] is True and done["read"] < 1200
+    assert done["verification"]["target_passages"] == 1200
+    assert done["verification"]["missing_ids"] == 0
+    r = cli.invoke(app, argv)  # a finished copy left no checkpoint: this one starts afresh
+    assert r.exit_code == 0 and json.loads(r.output)["resumed"] is False
+    assert json.loads(r.output)["known"] == 1200
