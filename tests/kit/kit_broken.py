@@ -448,3 +448,16 @@ class ClaimsUnknownOperator(ReferenceBackend):
         self.capabilities = self.capabilities.model_copy(
             update={"filter_operators": ALL_OPS | {"$regex"}}
         )
+
+
+class AsyncSearchKeepsOneHit(ReferenceBackend):
+    """Has its own coroutine ``asearch`` (the guard awaits it on the event loop), which
+    answers only the best hit where the blocking ``search`` answers them all."""
+
+    async def asearch(
+        self, index: str, query: str, *, top_k: int, deadline: Deadline, filters: Any = None
+    ) -> Any:
+        out = self.search(index, query, top_k=top_k, deadline=deadline, filters=filters)
+        if isinstance(out, Searched) and len(out.hits) > 1:
+            return out.model_copy(update={"hits": out.hits[:1]})
+        return out

@@ -234,6 +234,13 @@ CASES: dict[str, tuple[type[ReferenceBackend], dict[str, str]]] = {
             r"does not define"
         },
     ),
+    "its own asearch answers less than search": (
+        kb.AsyncSearchKeepsOneHit,
+        {
+            "async.same": r"the coroutine form of search for 'fox glaciers violin' answered "
+            r"SEARCHED with 1 passage\(s\); the blocking form SEARCHED with 3 passage\(s\)"
+        },
+    ),
 }
 
 
