@@ -138,3 +138,37 @@ def test_explicit_hooks_win_over_the_backend_methods() -> None:
     s = Subject(guard=Guard(backend), settings=FAST, make_unavailable=down, restore=up)
     assert _run(s, "availability.outage") == (CheckStatus.PASSED, None)
     assert calls == ["down", "up"]
+
+
+def test_drop_is_claimed_by_offering_op_drop() -> None:
+    """drop has no capability flag: offering op_drop claims it, for checks, cards and the
+    class's mixins alike."""
+    import pytest
+    from indexplug.testing.kit import DropConformance
+
+    others = tuple(
+        m for cap, m in MIXINS.items() if cap not in ("drop", "persistence", "multiprocess_writers")
+    )
+
+    class WithoutDrop(BackendConformance, *others):  # type: ignore[misc]
+        pass
+
+    with pytest.raises(
+        pytest.fail.Exception,
+        match=r"claims drop \(it offers op_drop\), but "
+        r"WithoutDrop does not include DropConformance",
+    ):
+        WithoutDrop().test_claims_are_tested(ReferenceBackend())
+
+    class NoDrop(ReferenceBackend):
+        op_drop = None  # type: ignore[assignment]
+
+    class WithDrop(BackendConformance, *others, DropConformance):  # type: ignore[misc]
+        pass
+
+    with pytest.raises(pytest.fail.Exception, match=r"does not claim drop \(it offers op_drop\)"):
+        WithDrop().test_claims_are_tested(NoDrop())
+    assert _run(Subject(guard=Guard(NoDrop()), settings=FAST), "drop.removes") == (
+        CheckStatus.NOT_CLAIMED,
+        "not claimed: drop",
+    )

@@ -13,7 +13,8 @@ or removed::
       "schema_version": 1,
       "backend": "sqlite-fts5",              # the backend's name
       "indexplug_version": "0.1.0",          # the core (and so the kit) that ran the checks
-      "capabilities": {"filters": true, ...},  # what the backend declared (null if unreadable)
+      "capabilities": {"filters": true, ...},  # what the backend declared (null if unreadable),
+                                             # and "drop": whether it offers op_drop
       "checks": [
         {"id": "search.no_match",            # stable check id (see CHECKS)
          "title": "...",                     # one line saying what the rule is

@@ -180,16 +180,22 @@ class BackendConformance:
             included = isinstance(self, mixin)
             if is_claimed and not included:
                 problems.append(
-                    f"{name} claims {capability}, but {type(self).__name__} does not include "
+                    f"{name} claims {_claim_words(capability)}, but {type(self).__name__} does "
+                    "not include "
                     f"{mixin.__name__}, so its checks never run"
                 )
             elif included and not is_claimed and capability not in _OPTIONAL:
                 problems.append(
                     f"{type(self).__name__} includes {mixin.__name__}, but {name} does not "
-                    f"claim {capability}: claim it or drop the mixin"
+                    f"claim {_claim_words(capability)}: claim it or drop the mixin"
                 )
         if problems:
             pytest.fail("; ".join(problems), pytrace=False)
+
+
+def _claim_words(capability: str) -> str:
+    """A claim as a message names it: drop is claimed by offering ``op_drop``."""
+    return "drop (it offers op_drop)" if capability == "drop" else capability
 
 
 def _make_test(check: Check, home: type) -> Callable[..., None]:
