@@ -177,6 +177,7 @@ def test_copy_reports_a_mismatch_and_skips_queries_across_scales() -> None:
     dst.add("dst", [extra])
     out = copy(src, "src", dst, "dst")
     assert isinstance(out, Copied) and out.ok and out.verification.target_before == 1
+    assert out.verification.queries == [] and "held other passages" in out.verification.note
     # passages lost behind the copy's back: the check fails
     from indexplug.transfer import verify
 
@@ -213,3 +214,31 @@ def test_paths_are_confined(tmp_path: Path) -> None:
     (root / "ok.jsonl").write_text("")
     with open_confined(root / "ok.jsonl", roots) as f:
         assert f.read() == b""
+
+
+def test_sample_queries_compare_scores_and_ids_above_the_cut() -> None:
+    from indexplug.transfer import _compare
+
+    a, b = filled(20, store="a"), guard("b")
+    ps = corpus(20)
+    b.add("src", ps[:19] + [Passage.create("otter otter river", "file:///other.md")])
+    q = "otter river kettle"
+    same = _compare(q, a.search("src", q, top_k=5), a.search("src", q, top_k=5))
+    assert same.agree and len(same.source_top) == 5
+    other = _compare(q, a.search("src", q, top_k=20), b.search("src", q, top_k=20))
+    assert not other.agree
+    empty = _compare(q, a.search("none", q), b.search("none", q))
+    assert empty.agree and empty.source_top == ["<INDEX_EMPTY>"]
+    # a copy whose sample queries differ is a mismatch, not a success
+    from indexplug.transfer import Verification
+
+    v = Verification(
+        source_passages=1,
+        target_passages=1,
+        target_before=0,
+        ids_checked=1,
+        missing_ids=0,
+        scales_agree=True,
+        queries=[other],
+    )
+    assert not v.ok
