@@ -835,3 +835,12 @@ def test_ids_keys_and_cursors_that_are_not_unicode_are_refused(call: Any) -> Non
         call(g)
     assert mem.get_given == [] and mem.removed_given == []
     assert len(mem.data["docs"]) == len(ps)
+
+
+def test_remove_by_key_is_held_to_the_remove_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(guard_module, "MAX_REMOVE_IDS", 3)
+    g, mem, _ = filled()
+    assert isinstance(g.add("docs", [passage(10 + i, key="big") for i in range(4)]), Indexed)
+    with pytest.raises(InvalidRequest, match="more than 3"):
+        g.remove("docs", keys=["big"])
+    assert mem.removed_given == []

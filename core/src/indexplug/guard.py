@@ -644,6 +644,7 @@ class Guard:
                 return got, []
             wanted += [p.id for p in got.passages]
             missing_keys = list(got.missing_keys)
+            _check_remove_count(len(wanted), "keys")
         if filters is not None:
             parsed = parse_filter(filters)
             if parsed is not None:
@@ -655,12 +656,7 @@ class Guard:
                     if not isinstance(page, Scanned):
                         return page, []
                     wanted += [p.id for p in page.passages]
-                    if len(wanted) > MAX_REMOVE_IDS:
-                        raise InvalidRequest(
-                            f"more than {MAX_REMOVE_IDS} passages pass the filter; remove "
-                            "them in parts with narrower filters",
-                            field="filters",
-                        )
+                    _check_remove_count(len(wanted), "filters")
                     if page.next_after is None:
                         break
                     cursor = page.next_after
@@ -1522,6 +1518,17 @@ def _is_unicode(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _check_remove_count(n: int, field: str) -> None:
+    """Refuse a remove of more than :data:`MAX_REMOVE_IDS` passages (what its ``keys`` or
+    ``filters`` came to), before anything is removed."""
+    if n > MAX_REMOVE_IDS:
+        raise InvalidRequest(
+            f"more than {MAX_REMOVE_IDS} passages would be removed ({n} with the {field}); "
+            "remove them in parts",
+            field=field,
+        )
 
 
 def _check_count(field: str, n: Any, low: int, high: int) -> None:
