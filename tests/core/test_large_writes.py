@@ -368,3 +368,11 @@ def test_what_progress_raises_comes_out_of_add_with_the_stored_pieces_kept() -> 
         Guard(store).add("docs", MANY, progress=stop)
     assert sizes(store) == [WRITE_BATCH, WRITE_BATCH]
     assert len(store.data) == 2 * WRITE_BATCH
+
+
+def test_an_empty_write_reports_progress_once() -> None:
+    seen: list[tuple[int, int]] = []
+    store = Store()
+    out = Guard(store).add("docs", [], progress=lambda d, t: seen.append((d, t)))
+    assert type(out) is Indexed and out.added == out.known == 0
+    assert seen == [(0, 0)] and sizes(store) == [0]
