@@ -1251,9 +1251,13 @@ class ChromaBackend:
         return coll, include, emb, _typed(meta)
 
     # -- extras ------------------------------------------------------------------------------
-    def op_drop(self, index: str, *, deadline: Deadline) -> IndexStatus | IndexFailed:
-        """Delete the index entirely (its collection; embedded: its folder too)."""
+    def op_drop(
+        self, index: str, *, deadline: Deadline
+    ) -> IndexStatus | IndexFailed | IndexTimeout | IndexUnavailable:
+        """Delete the index entirely (its collection; embedded: its folder too); dropping an
+        index that does not exist answers the same.  Past its deadline it does nothing."""
         try:
+            _in_time(deadline, "starting the drop")
             with self._write_lock(index, deadline):
                 self._handles.pop(index, None)
                 self._ahandles.pop(index, None)
@@ -1262,7 +1266,7 @@ class ChromaBackend:
                 finally:
                     self._store.forget_count(index)
         except Exception as exc:
-            return self._failure(index, exc, deadline)  # type: ignore[return-value]
+            return self._failure(index, exc, deadline)
         return IndexStatus(index=index, backend=self.name, exists=False, passages=0)
 
     def tamper(self, index: str, passage_id: str, text: str) -> None:
