@@ -187,3 +187,24 @@ def test_index_shows_no_progress_when_stderr_is_not_a_terminal(tmp_path: Path) -
     assert done.returncode == 0
     assert done.stderr == ""
     assert "indexed 5 file(s)" in done.stdout
+
+
+def test_scan_and_get_fit_80_columns_with_sources_relative(narrow: Path) -> None:
+    notes = narrow / "notes"
+    notes.mkdir()
+    (notes / "otters.md").write_text(
+        "Otters hold hands while they sleep so that they do not drift apart. " * 3
+    )
+    (notes / "kettle.md").write_text("Descale the kettle with vinegar once a month.\n")
+    code, _ = run("index", str(notes), "--index", "n")
+    assert code == 0
+    code, text = run("scan", "--index", "n")
+    assert code == 0, text
+    assert max(len(line) for line in text.splitlines()) <= WIDTH
+    assert "notes/otters.md" in text and "notes/kettle.md" in text
+    assert "file://" not in text  # shown relative to the working folder
+    code, listing = run("scan", "--index", "n", "--json")
+    pid = next(p["id"] for p in json.loads(listing)["passages"] if "kettle" in p["text"])
+    code, text = run("get", pid, "--index", "n")
+    assert code == 0 and "Descale the kettle" in " ".join(text.split())
+    assert max(len(line) for line in text.splitlines()) <= WIDTH
