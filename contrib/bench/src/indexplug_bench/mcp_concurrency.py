@@ -87,6 +87,9 @@ def serve(config: str, path: str) -> None:
         def status(self, index: str, **kw: Any) -> Any:
             return IndexStatus(index=index, exists=True, passages=1)
 
+        def close(self) -> None:
+            pass
+
     class SlowAsync(Slow):
         name = "bench-slow-async"
 
@@ -100,11 +103,11 @@ def serve(config: str, path: str) -> None:
             return [
                 BackendSpec(
                     name="bench-slow",
-                    factory=lambda ctx: Slow(float(ctx.options.get("delay_s", 2.0))),  # type: ignore[arg-type]
+                    factory=lambda ctx: Slow(float(ctx.options.get("delay_s", 2.0))),
                 ),
                 BackendSpec(
                     name="bench-slow-async",
-                    factory=lambda ctx: SlowAsync(float(ctx.options.get("delay_s", 2.0))),  # type: ignore[arg-type]
+                    factory=lambda ctx: SlowAsync(float(ctx.options.get("delay_s", 2.0))),
                 ),
             ]
 
