@@ -4,6 +4,7 @@ in search) against small in-memory backends, and the broken ones it must refuse.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +23,8 @@ from indexplug.outcomes import (
     IndexInfo,
     IndexList,
     IndexStatus,
+    IndexTimeout,
+    IndexUnavailable,
     NoMatch,
     Removed,
     Scanned,
@@ -844,3 +847,57 @@ def test_remove_by_key_is_held_to_the_remove_limit(monkeypatch: pytest.MonkeyPat
     with pytest.raises(InvalidRequest, match="more than 3"):
         g.remove("docs", keys=["big"])
     assert mem.removed_given == []
+
+
+# -- the data ops under the guard's general rules ---------------------------------------------
+
+DATA_OPS = [
+    ("get", lambda g: g.get("docs", ["x"], deadline_s=0.3)),
+    ("scan", lambda g: g.scan("docs", deadline_s=0.3)),
+    ("indexes", lambda g: g.indexes(deadline_s=0.3)),
+    ("drop", lambda g: g.drop("docs", deadline_s=0.3)),
+    ("remove-keys", lambda g: g.remove("docs", keys=["k"], deadline_s=0.3)),
+    ("remove-filter", lambda g: g.remove("docs", filters={"lang": "en"}, deadline_s=0.3)),
+]
+
+
+@pytest.mark.parametrize("name, call", DATA_OPS, ids=[n for n, _ in DATA_OPS])
+def test_a_data_op_past_its_deadline_times_out(name: str, call: Any) -> None:
+    release = threading.Event()
+
+    class Stuck(Mem):
+        def get(self, *a: Any, **kw: Any) -> Any:
+            release.wait(30)
+            return super().get(*a, **kw)
+
+        def scan(self, *a: Any, **kw: Any) -> Any:
+            release.wait(30)
+            return super().scan(*a, **kw)
+
+        def indexes(self, *a: Any, **kw: Any) -> Any:
+            release.wait(30)
+            return super().indexes(*a, **kw)
+
+        def op_drop(self, *a: Any, **kw: Any) -> Any:
+            release.wait(30)
+            return super().op_drop(*a, **kw)
+
+    mem = Stuck()
+    try:
+        out = call(Guard(mem))
+    finally:
+        release.set()
+    assert type(out) is IndexTimeout and out.deadline_s == 0.3
+    assert mem.removed_given == []
+
+
+@pytest.mark.parametrize("name, call", DATA_OPS, ids=[n for n, _ in DATA_OPS])
+def test_a_data_op_of_a_backend_that_is_not_ready_is_unavailable(name: str, call: Any) -> None:
+    class Down(Mem):
+        def readiness(self) -> Readiness:
+            return Readiness.no("server down")
+
+    mem = Down()
+    out = call(Guard(mem))
+    assert type(out) is IndexUnavailable and out.reason == "server down"
+    assert mem.get_given == [] and mem.removed_given == [] and mem.deadlines == {}
