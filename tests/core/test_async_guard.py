@@ -510,3 +510,21 @@ def test_a_parsed_filter_goes_through_the_coroutine_form() -> None:
     f = parse_filter({"lang": "fr"})
     out = asyncio.run(g.ascan("docs", filters=f))
     assert type(out) is Scanned and {p.id for p in out.passages} == {PS[1].id, PS[3].id, PS[5].id}
+
+
+def test_aadd_checks_a_large_write_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    # checking and batching up to MAX_WRITE passages is work of its own: not on the loop
+    where: list[int] = []
+    plan_add = Guard._plan_add
+
+    def recorded(self: Guard, *a: Any, **kw: Any) -> Any:
+        where.append(threading.get_ident())
+        return plan_add(self, *a, **kw)
+
+    monkeypatch.setattr(Guard, "_plan_add", recorded)
+
+    async def go() -> tuple[int, Any]:
+        return threading.get_ident(), await Guard(Native()).aadd("docs", PS)
+
+    loop_thread, out = asyncio.run(go())
+    assert type(out) is Indexed and len(where) == 1 and where[0] != loop_thread

@@ -228,8 +228,13 @@ class Guard:
         deadline_s: float | None = None,
         progress: Progress | None = None,
     ) -> AddOutcome:
-        """:meth:`add` as a coroutine."""
-        plan = self._plan_add(index, passages, max_bytes, deadline_s, progress)
+        """:meth:`add` as a coroutine (the write is checked and batched on a worker thread:
+        up to :data:`MAX_WRITE` passages are work the event loop must not wait on)."""
+        import asyncio  # here, not at the top: the CLI's start-up never needs it
+
+        plan = await asyncio.to_thread(
+            self._plan_add, index, passages, max_bytes, deadline_s, progress
+        )
         done: list[Any] = []
         for chunk in plan.chunks:
             out = await self._arun(self._add_call(index, chunk, max_bytes, plan.deadline))
