@@ -53,7 +53,8 @@ scalars = st.one_of(
     st.booleans(),
     st.sampled_from(EDGE_NUMBERS),
 )
-values = st.one_of(st.none(), scalars, st.lists(scalars, max_size=3))
+stored = st.one_of(scalars, st.just("a\x00b"))  # SQLite reads a string up to a NUL only
+values = st.one_of(st.none(), stored, st.lists(stored, max_size=3))
 FIELDS = ["a", 'q"uo.te[0]']
 metadatas = st.dictionaries(st.sampled_from(FIELDS), values, max_size=2)
 ordered = st.one_of(
@@ -99,10 +100,13 @@ FIXED = [
     {},
     *({name: v} for name in FIELDS for v in [*SCALARS, None, []]),
     *({"a": v} for v in [[1, "a"], [True, 2.0], [2**63 + 1, "b"], ["", False, -1]]),
+    *({"a": v} for v in ["a\x00b", ["b", "a\x00"], "\x00"]),
+    {"a\x00b": 1},
+    {"a\x00": "a", "q": 2},
 ]
 """Every value of the pool under each field, so that each generated filter meets every kind
-of value (a bool where a number is asked for, a list, null, nothing); generated metadata is
-added to it."""
+of value (a bool where a number is asked for, a list, null, nothing, strings and keys with a
+NUL character); generated metadata is added to it."""
 
 
 def canonical(metadata: Any) -> str:

@@ -17,6 +17,10 @@ a filter number at or past that edge (an integer outside ``-2**63 + 1 .. 2**63 -
 magnitude ``2**63`` or more) could compare wrongly.  Such a condition is served instead by
 :func:`python_matches` (registered on every connection as ``indexplug_matches``), which runs the
 reference on the row's parsed metadata: slower, exact.  Every other condition is plain SQL.
+
+SQLite also reads a JSON string up to a NUL character and no further (``"a\u0000b"`` reads as
+``"a"``, in values and keys alike), so a row whose metadata JSON holds the escape ``\u0000`` is
+judged by :func:`python_matches` as a whole; finding the escape is one ``instr`` per row.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from indexplug.filters import And, Condition, Filter, Not, Or, matches, parse_fi
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
+NUL_ESCAPE = "\\u0000"
+"""How ``json.dumps`` writes a NUL character, which SQLite's JSON functions cut strings at."""
 FUNCTION = "indexplug_matches"
 """The SQL name of :func:`python_matches`, registered by :func:`register`."""
 
@@ -135,7 +141,12 @@ def to_sql(f: Filter | Mapping[str, Any], column: str = "p.metadata") -> tuple[s
     if parsed is None:
         return "1", []
     sql = _Sql(column)
-    return sql.expr(parsed), sql.params
+    expr = sql.expr(parsed)
+    whole = json.dumps(to_json(parsed), ensure_ascii=False)
+    return (
+        f"(CASE WHEN instr({column}, ?) > 0 THEN {FUNCTION}({column}, ?) ELSE {expr} END)",
+        [NUL_ESCAPE, whole, *sql.params],
+    )
 
 
 @lru_cache(maxsize=256)
