@@ -14,10 +14,10 @@ What each op guarantees, and how:
   query with no document.  Such an answer, or an index that counts no records while its
   vector index still answers, is ``INDEX_FAILED`` ("rebuild it"), never a shorter list, "no
   match" or "empty".
-* **Known ids.** A passage whose id is stored already is reported known and not written again.
-  Writes to one index are serialised within the process (a lock per collection, shared by every
-  backend instance on the same folder or server collection), so threads adding the same passage
-  at once count it once.
+* **Known ids.** A passage whose id is stored already (in a collection with typed fields: alive,
+  with the same digest) is reported known and not written again.  Writes to one index are
+  serialised within the process (a lock per collection, shared by every backend instance on the
+  same folder or server collection), so threads adding the same passage at once count it once.
 * **Complete answers.** Chroma's HNSW graph can hold a vector that no other node links to: it is
   stored (``get`` and ``count`` see it) but no graph search reaches it, with or without a
   filter.  Inserting near-identical vectors makes this likely: the conformance kit's 500-passage
@@ -25,6 +25,11 @@ What each op guarantees, and how:
   written.  A search that Chroma answers with fewer hits than ``top_k`` although more passages
   (matching the filter) are stored is therefore answered again by an exact scan of the stored
   embeddings.  A search for fewer passages than stored is approximate, as HNSW is.
+* **Filters, keys and reads.** Every operator of :mod:`indexplug.filters` is served exactly
+  through typed metadata fields (:mod:`indexplug_chroma.fields`); ``get`` reads by id and by
+  caller key, ``scan`` pages in id order by listing and sorting the matching ids; a key's new
+  passages replace its old ones in one Chroma upsert, the old rewritten as dead (dropped by
+  every read) and deleted next (:meth:`ChromaBackend._write`).
 * **Budgets.** Projected before anything is written, measured (embedded) or estimated (server)
   after; a refused write deletes what it wrote, and a refused first write removes the index, so
   a refusal leaves the collection as it was.  ``max_bytes`` lives in the collection's metadata.
