@@ -528,3 +528,28 @@ def test_aadd_checks_a_large_write_off_the_event_loop(monkeypatch: pytest.Monkey
 
     loop_thread, out = asyncio.run(go())
     assert type(out) is Indexed and len(where) == 1 and where[0] != loop_thread
+
+
+def test_a_native_answer_is_checked_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    # checking an answer hashes every passage in it (a scan page holds up to 10,000)
+    where: list[tuple[str, int]] = []
+    finish = Guard._finish
+
+    def recorded(self: Guard, plan: Any, out: Any) -> Any:
+        where.append((plan.op, threading.get_ident()))
+        return finish(self, plan, out)
+
+    monkeypatch.setattr(Guard, "_finish", recorded)
+    g = Guard(Native())
+    g.add("docs", PS)
+    where.clear()
+
+    async def go() -> tuple[int, list[Any]]:
+        outs = [await g.ascan("docs", limit=100), await g.aget("docs", [PS[0].id])]
+        outs.append(await g.asearch("docs", "otter"))
+        return threading.get_ident(), outs
+
+    loop_thread, outs = asyncio.run(go())
+    assert [type(o) for o in outs] == [Scanned, Got, Searched]
+    assert [op for op, _ in where] == ["scan", "get", "search"]
+    assert loop_thread not in {t for _, t in where}

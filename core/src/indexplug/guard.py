@@ -1034,7 +1034,9 @@ class Guard:
 
     async def _arun(self, plan: _Plan) -> Any:
         """:meth:`_run` for a coroutine: the event loop is never blocked.  A backend's own
-        coroutine (``a<op>``) runs on the loop; any other call on the worker threads."""
+        coroutine (``a<op>``) runs on the loop; any other call on the worker threads, and so
+        do the checks of every answer (hashing a page of thousands of passages takes long
+        enough to hold up every other coroutine)."""
         import asyncio  # here, not at the top: the CLI's start-up never needs it
 
         if time.monotonic() < self._ready_until:
@@ -1043,26 +1045,30 @@ class Guard:
             ready = await asyncio.to_thread(self._ready)
         if not ready.ready:
             return self._not_ready(plan, ready)
-        timeout = plan.deadline.remaining() + SETTLE_S
+        future: Future[Any]
         if plan.native is not None:
             try:
-                raw = await asyncio.wait_for(plan.native(), timeout=timeout)
+                raw = await asyncio.wait_for(
+                    plan.native(), timeout=plan.deadline.remaining() + SETTLE_S
+                )
             except TimeoutError:
                 return self._late(
                     plan.op, plan.index, plan.deadline, "did not answer within its deadline"
                 )
             except Exception as exc:
                 return self._raised(plan, exc)
-            out = self._finish(plan, raw)
+            future = _POOL.get().submit(self._finish, plan, raw)
         else:
-            future: Future[Any] = _POOL.get().submit(self._answer, plan)
-            try:
-                out = await asyncio.wait_for(asyncio.wrap_future(future), timeout=timeout)
-            except TimeoutError:
-                future.add_done_callback(discard)
-                return self._late(
-                    plan.op, plan.index, plan.deadline, "did not answer within its deadline"
-                )
+            future = _POOL.get().submit(self._answer, plan)
+        try:
+            out = await asyncio.wait_for(
+                asyncio.wrap_future(future), timeout=plan.deadline.remaining() + SETTLE_S
+            )
+        except TimeoutError:
+            future.add_done_callback(discard)
+            return self._late(
+                plan.op, plan.index, plan.deadline, "did not answer within its deadline"
+            )
         if isinstance(out, IndexUnavailable):
             self.forget_readiness()
         return out
