@@ -2429,6 +2429,24 @@ def _names(s: Subject) -> None:
             partial(s.guard.status, name, deadline_s=d),
             InvalidIndexName,
         )
+        if s.claims("get"):
+            _refused(
+                f"get from index {shown}",
+                partial(s.guard.get, name, [p[0].id], deadline_s=d),
+                InvalidIndexName,
+            )
+        if s.claims("scan"):
+            _refused(
+                f"scan of index {shown}",
+                partial(s.guard.scan, name, deadline_s=d),
+                InvalidIndexName,
+            )
+        if s.claims("drop"):
+            _refused(
+                f"drop of index {shown}",
+                partial(s.guard.drop, name, deadline_s=d),
+                InvalidIndexName,
+            )
     for good in ("z" * (MAX_NAME_LENGTH - 11) + uuid.uuid4().hex[:11], f"0-_{uuid.uuid4().hex}"):
         _add(s, good, p, f"add to the valid index name {good!r}")
         _search(s, good, "fox", f"search of the valid index name {good!r}")
