@@ -379,14 +379,14 @@ def test_an_auto_embedder_opens_an_index_built_with_the_path_auto_chose_elsewher
 
 
 def test_coroutine_ops_answer_as_the_blocking_ones(guard: Guard) -> None:
-    """``asearch``, ``aget`` and ``ascan`` are the backend's own coroutines (the guard awaits
-    them); in server mode they use chromadb's ``AsyncHttpClient``, and every answer is the
-    blocking op's."""
+    """``asearch``, ``aget``, ``ascan``, ``astatus`` and ``aindexes`` are the backend's own
+    coroutines (the guard awaits them); in server mode they use chromadb's
+    ``AsyncHttpClient``, and every answer is the blocking op's."""
     import asyncio
 
     backend = guard.backend
     assert isinstance(backend, ChromaBackend)
-    for op in ("search", "get", "scan"):
+    for op in ("search", "get", "scan", "status", "indexes"):
         assert guard._native(op) is not None, op
     index = unique("async")
     ps = generated(3, 30)
@@ -401,6 +401,9 @@ def test_coroutine_ops_answer_as_the_blocking_ones(guard: Guard) -> None:
                 guard.aget(index, [ps[4].id, "0" * 64]),
                 guard.ascan(index, after=sorted(p.id for p in ps)[9], limit=8),
                 guard.ascan(index, filters=spec, limit=100),
+                guard.astatus(index),
+                guard.astatus(unique("absent")),
+                guard.aindexes(),
             )
         )
 
@@ -411,7 +414,13 @@ def test_coroutine_ops_answer_as_the_blocking_ones(guard: Guard) -> None:
         guard.get(index, [ps[4].id, "0" * 64]),
         guard.scan(index, after=sorted(p.id for p in ps)[9], limit=8),
         guard.scan(index, filters=spec, limit=100),
+        guard.status(index),
+        None,
+        guard.indexes(),
     ]
+    absent = got.pop(6)
+    want.pop(6)
+    assert isinstance(absent, IndexStatus) and not absent.exists
     for a, b in zip(got, want, strict=True):
         assert type(a) is type(b), (a, b)
         if isinstance(a, Searched):

@@ -100,6 +100,7 @@ from indexplug_chroma.stores import (
     Store,
     chroma_settings,
     collection_name,
+    index_of,
 )
 
 EMBEDDER_KEY = "indexplug:embedder"
@@ -971,21 +972,31 @@ class ChromaBackend:
     def status(self, index: str, *, deadline: Deadline) -> StatusOutcome:
         try:
             _in_time(deadline, "reading the status")
-            absent = IndexStatus(index=index, backend=self.name, exists=False, passages=0)
             if self._store.exists(index) is False:
-                return absent
+                return IndexStatus(index=index, backend=self.name, exists=False, passages=0)
             emb = self.embedder()
             with self._store.use(index) as client:
-                coll = self._store.get(client, index)
-                if coll is None:
-                    return absent
-                meta, _ = self._check_embedder(index, coll, emb)
-                count = int(coll.count())
-                dim = int(meta[DIM_KEY])
-                size = self._size(index, coll, meta, dim)
-            _in_time(deadline, "the status came back")
+                return steps.run(
+                    self._status_steps(index, emb, deadline),
+                    lambda step: self._do(step, client),
+                )
         except Exception as exc:
             return self._failure(index, exc, deadline)
+
+    def _status_steps(
+        self, index: str, emb: Embedder, deadline: Deadline
+    ) -> steps.Steps[StatusOutcome]:
+        coll = yield steps.Open(index)
+        if coll is None:
+            return IndexStatus(index=index, backend=self.name, exists=False, passages=0)
+        meta, _ = self._check_embedder(index, coll, emb)
+        count = int((yield steps.Call(coll, "count", {})))
+        dim = int(meta[DIM_KEY])
+        if self._store.estimate_sizes:
+            size: int | None = sizes.estimated_bytes(count, int(meta.get(PAYLOAD_KEY, 0)), dim)
+        else:
+            size = self._size(index, coll, meta, dim)
+        _in_time(deadline, "the status came back")
         budget = meta.get(BUDGET_KEY)
         return IndexStatus(
             index=index,
@@ -1102,9 +1113,15 @@ class ChromaBackend:
         indexplug collection; server: the collections named ``indexplug.*``), each with its
         count (Chroma's ``count``: for the moment between a key's replacement and the
         deletion of its old passages, those are counted too)."""
-        found: list[IndexInfo] = []
         try:
             _in_time(deadline, "listing the indexes")
+            if isinstance(self._store, ServerStore):
+                client = self._store.client()
+                return steps.run(
+                    self._server_indexes_steps(client, deadline),
+                    lambda step: self._do(step, client),
+                )
+            found: list[IndexInfo] = []
             for name in self._store.names():
                 _in_time(deadline, "counting an index")
                 with self._store.use(name) as client:
@@ -1116,13 +1133,33 @@ class ChromaBackend:
             return self._failure("", exc, deadline)  # type: ignore[return-value]
         return IndexList(index="", backend=self.name, indexes=found)
 
+    def _server_indexes_steps(self, client: Any, deadline: Deadline) -> steps.Steps[IndexList]:
+        """The server's ``indexplug.*`` collections with their counts."""
+        names: set[str] = set()
+        offset, page = 0, 100
+        while True:
+            batch = yield steps.Call(client, "list_collections", {"limit": page, "offset": offset})
+            names.update(n for n in (index_of(str(c.name)) for c in batch) if n is not None)
+            if len(batch) < page:
+                break
+            offset += page
+        found: list[IndexInfo] = []
+        for name in sorted(names):
+            _in_time(deadline, "counting an index")
+            coll = yield steps.Open(name)
+            if coll is None or EMBEDDER_KEY not in (coll.metadata or {}):
+                continue
+            count = yield steps.Call(coll, "count", {})
+            found.append(IndexInfo(name=name, passages=int(count)))
+        return IndexList(index="", backend=self.name, indexes=found)
+
     # -- async: chromadb's AsyncHttpClient in server mode ------------------------------------
     # The guard awaits these coroutines on the caller's event loop instead of running the
     # blocking methods on its worker threads.  In server mode they run the same steps as the
-    # blocking ops (search, get, scan) with chromadb's async HTTP client, so a slow search
-    # holds no thread and the guard's deadline cancels its request; the query embedding, CPU
-    # work, runs on a thread.  Embedded mode has no async client: the blocking op runs on a
-    # thread.  Writes, remove and status are not native (the guard offloads them).
+    # blocking ops (search, get, scan, status, indexes) with chromadb's async HTTP client, so
+    # a slow search holds no thread and the guard's deadline cancels its request; the query
+    # embedding, CPU work, runs on a thread.  Embedded mode has no async client: the blocking
+    # op runs on a thread.  Writes, remove and drop are not native (the guard offloads them).
 
     async def asearch(
         self,
@@ -1192,6 +1229,35 @@ class ChromaBackend:
             )
         except Exception as exc:
             return self._afailure(index, exc, deadline)
+
+    async def astatus(self, index: str, *, deadline: Deadline) -> StatusOutcome:
+        """:meth:`status` as a coroutine (see above)."""
+        if not isinstance(self._store, ServerStore):
+            return await asyncio.to_thread(self.status, index, deadline=deadline)
+        try:
+            _in_time(deadline, "reading the status")
+            emb = self.embedder()
+            client = await self._async_client()
+            return await steps.arun(
+                self._status_steps(index, emb, deadline),
+                functools.partial(self._ado, client=client),
+            )
+        except Exception as exc:
+            return self._afailure(index, exc, deadline)
+
+    async def aindexes(self, *, deadline: Deadline) -> IndexesOutcome:
+        """:meth:`indexes` as a coroutine (see above)."""
+        if not isinstance(self._store, ServerStore):
+            return await asyncio.to_thread(self.indexes, deadline=deadline)
+        try:
+            _in_time(deadline, "listing the indexes")
+            client = await self._async_client()
+            return await steps.arun(
+                self._server_indexes_steps(client, deadline),
+                functools.partial(self._ado, client=client),
+            )
+        except Exception as exc:
+            return self._afailure("", exc, deadline)  # type: ignore[return-value]
 
     async def _async_client(self) -> Any:
         """The server's ``AsyncHttpClient``, made on first use (it serves every event loop:
