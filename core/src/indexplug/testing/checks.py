@@ -1285,7 +1285,7 @@ def _property_strategies(ops: frozenset[str]) -> tuple[Any, Any]:
     "filters.operators",
     "For generated metadata (strings, numbers, booleans, null, lists) and generated filters "
     "over the claimed operators, search and scan return exactly the passages "
-    "indexplug.filters.matches selects",
+    "indexplug.filters.matches selects (and remove by filter removes exactly them)",
     claim="filter_operators",
 )
 def _filters_property(s: Subject) -> None:
@@ -1355,6 +1355,25 @@ def _filters_example(s: Subject, metas: list[dict[str, Any]], filters: list[Any]
             what = f"scan with filters={shown}"
             page = _scan_all(s, index, what, len(want), filters=flt, limit=len(ps))
             _judge_selection(what, [p.id for p in page], want, by_id)
+    if filters and s.claims("scan") and s.claims("deletion"):
+        # remove by filter (the guard scans, then removes the ids): the last filter's passages
+        flt = parse_filter(filters[-1])
+        assert flt is not None
+        shown = json.dumps(to_json(flt), ensure_ascii=False)
+        want = [p.id for p in ps if matches(flt, p.metadata)]
+        what = f"remove with filters={shown}"
+        d = s.settings.op_deadline_s
+        rm: Removed = _op(
+            "remove",
+            what,
+            ("REMOVED",),
+            index,
+            lambda: s.guard.remove(index, filters=flt, deadline_s=d),
+        )
+        _judge_selection(what, rm.removed_ids, want, by_id)
+        left = _count(s, index, f"status after {what}")
+        if left != len(ps) - len(want):
+            fail(f"after {what} removed {len(want)} of {len(ps)} passages, status reports {left}")
 
 
 @_check(
