@@ -30,6 +30,7 @@ all serve it exactly:
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -225,11 +226,30 @@ def parse_filter(obj: Any) -> Filter | None:
     if obj is None:
         return None
     if isinstance(obj, (Condition, And, Or, Not)):
+        with _PARSED_LOCK:
+            if _PARSED.get(id(obj)) is obj:  # made here: already checked
+                return obj
         _check_shape(obj)
-        return _Parser().expr(to_json(obj), 1)
+        return _remember(_Parser().expr(to_json(obj), 1))
     if isinstance(obj, Mapping) and not obj:
         return None
-    return _Parser().expr(obj, 1)
+    return _remember(_Parser().expr(obj, 1))
+
+
+_PARSED: dict[int, Filter] = {}
+"""The filters :func:`parse_filter` made lately, by ``id`` (held, so an id is not reused while
+it is here): the guard, and backends after it, parse the filter they are given again, and a
+filter made here needs no second check."""
+_PARSED_LOCK = threading.Lock()
+_PARSED_MAX = 256
+
+
+def _remember(f: Filter) -> Filter:
+    with _PARSED_LOCK:
+        while len(_PARSED) >= _PARSED_MAX:
+            del _PARSED[next(iter(_PARSED))]
+        _PARSED[id(f)] = f
+    return f
 
 
 def _check_shape(f: Filter) -> None:
