@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from indexplug import Guard, Passage
-from indexplug.filters import matches, parse_filter
+from indexplug.filters import MAX_FILTER_NODES, MAX_IN_VALUES, matches, parse_filter
 from indexplug.outcomes import (
     Got,
     Indexed,
@@ -165,6 +165,39 @@ def test_every_operator_with_every_pool_value_is_the_reference(tmp_path: Path) -
         assert [p.id for p in page.passages] == sorted(
             p.id for p in ps if matches(f, p.metadata)
         ), spec
+    guard.close()
+
+
+def test_the_largest_filter_the_language_allows_is_served(tmp_path: Path) -> None:
+    """As many ``$in`` lists of as many values as the parser accepts: far more values than
+    SQLite takes parameters, still answered exactly."""
+    n = MAX_FILTER_NODES - 1  # the $or is a node too
+    spec = {
+        "$or": [
+            {
+                "a": {
+                    "$in": [
+                        f"{i}:{j}" if i % 2 else i * MAX_IN_VALUES + j for j in range(MAX_IN_VALUES)
+                    ]
+                }
+            }
+            for i in range(n)
+        ]
+    }
+    f = parse_filter(spec)
+    metas = [{"a": 5}, {"a": "3:7"}, {"a": [2 * MAX_IN_VALUES + 1.0]}, {"a": "2:1"}, {"a": True}]
+    ps = [
+        Passage.create(f"common word {i}", f"mem://p/{i}", metadata=m) for i, m in enumerate(metas)
+    ]
+    guard = Guard(SqliteFts5Backend(tmp_path))
+    guard.add("x", ps)
+    want = sorted(p.id for p in ps if matches(f, p.metadata))
+    assert len(want) == 3
+    page = guard.scan("x", filters=spec, limit=100)
+    assert isinstance(page, Scanned), page
+    assert [p.id for p in page.passages] == want
+    found = guard.search("x", "common", top_k=100, filters=spec)
+    assert isinstance(found, Searched) and sorted(h.passage.id for h in found.hits) == want
     guard.close()
 
 

@@ -100,12 +100,16 @@ class _Sql:
         strings = [v for v in values if type(v) is str]
         numbers = [v for v in values if _kind(v) == "number"]
         bools = {v for v in values if type(v) is bool}
-        if strings:
-            parts.append(f"(e.type = 'text' AND e.value IN ({','.join('?' * len(strings))}))")
-            params += strings
-        if numbers:
-            parts.append(f"({_NUMBER} AND e.value IN ({','.join('?' * len(numbers))}))")
-            params += numbers
+        for kind, group in (("e.type = 'text'", strings), (_NUMBER, numbers)):
+            if len(group) == 1:
+                parts.append(f"({kind} AND e.value = ?)")
+                params += group
+            elif group:
+                # one parameter for the whole list (a filter may hold 256 lists of 1,024
+                # values: far past SQLite's limit on parameters); json_each reads back each
+                # string and each number SQL is given (see _safe) exactly
+                parts.append(f"({kind} AND e.value IN (SELECT value FROM json_each(?)))")
+                params.append(json.dumps(group, ensure_ascii=False))
         if bools:
             parts.append("e.type IN (" + ",".join(f"'{str(b).lower()}'" for b in bools) + ")")
         out = [self.any_value(field, " OR ".join(parts), params)] if parts else []
