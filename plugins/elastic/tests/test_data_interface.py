@@ -33,6 +33,7 @@ from indexplug.outcomes import (
     Searched,
 )
 from indexplug.passages import provenance_json
+from indexplug.protocols import Granularity
 from indexplug_elastic.backend import ElasticBackend
 from indexplug_elastic.filtering import CHUNK
 from indexplug_elastic.mapping import FILTERS, LAYOUT, TERMS, IndexMeta, mappings
@@ -345,16 +346,23 @@ def test_keys_are_not_claimed(make_single: BackendMaker) -> None:
         g.add("docs", [keyed])
 
 
-def _first_layout(cluster: EsCluster, g: Guard, ps: list[Passage]) -> str:
-    """An index as the first layout made it (no pid, mv, mo; filter_terms), with ``ps``."""
+def _first_layout(cluster: EsCluster, g: Guard, ps: list[Passage], *, dense: bool = False) -> str:
+    """An index as the first layout made it (no pid, mv, mo; filter_terms), with ``ps``
+    (``dense``: with the vectors of the backend's embedder)."""
     raw = g.backend
     assert isinstance(raw, ElasticBackend)
     es_index = raw.es_index("old")
-    meta = IndexMeta(analysis="client", analyzer="english")
+    emb = raw._cx.embedder() if dense else None
+    meta = IndexMeta(
+        analysis="client",
+        analyzer="english",
+        embedder=emb.name if emb else None,
+        dim=emb.dim if emb else None,
+    )
     body = mappings(meta)
     for field in ("pid", "mv", "mo"):
         body["properties"].pop(field)
-    body["_source"]["excludes"] = [FILTERS, TERMS]
+    body["_source"]["excludes"] = [FILTERS, TERMS] + (["vector"] if dense else [])
     del body["_meta"]["indexplug"]["layout"]
     status, answer = cluster.request(
         "PUT",
@@ -365,12 +373,14 @@ def _first_layout(cluster: EsCluster, g: Guard, ps: list[Passage]) -> str:
     lines = []
     for p in ps:
         lines.append(orjson.dumps({"create": {"_index": es_index, "_id": p.id}}))
-        doc = {
+        doc: dict[str, Any] = {
             "text": p.text,
             "prov": provenance_json(p),
             "terms": raw._cx.analysis.analyze(p.text),
             "filter_terms": [],
         }
+        if emb is not None:
+            doc["vector"] = [float(x) for x in emb.embed_documents([p.text], Granularity.TEXT)[0]]
         lines.append(orjson.dumps(doc))
     ndjson = (b"\n".join(lines) + b"\n").decode()
     status, answer = cluster.request("POST", "/_bulk?refresh=true", ndjson)
@@ -429,3 +439,26 @@ def test_a_hybrid_search_with_operators_is_the_same_async(make_single: BackendMa
     got = asyncio.run(run())
     assert isinstance(got, Searched)
     assert [h.passage.id for h in got.hits] == [h.passage.id for h in want.hits]
+
+
+def test_a_dense_index_of_the_first_layout_needs_its_embedder_to_upgrade(
+    make_single: BackendMaker, es_single: EsCluster
+) -> None:
+    """Rewriting a document rebuilds its vector: without the index's embedder the upgrade is
+    refused (INDEX_FAILED naming it) and nothing changes; with it, the index is upgraded and
+    its kNN search still finds the passages."""
+    dense = make_single(embedder="hashing:default")
+    ps = corpus(12)
+    es_index = _first_layout(es_single, dense, ps, dense=True)
+    plain = make_single(prefix=dense.backend.opts.prefix)  # type: ignore[attr-defined]
+    refused = plain.scan("old")
+    assert isinstance(refused, IndexFailed) and "embedder=hashing:default" in refused.reason
+    _, body = es_single.request("GET", f"/{es_index}/_mapping")
+    assert "layout" not in body[es_index]["mappings"]["_meta"]["indexplug"]
+    assert scan_ids(dense, "old", limit=5) == sorted(p.id for p in ps)
+    knn = make_single(embedder="hashing:default", mode="knn", prefix=plain.backend.opts.prefix)  # type: ignore[attr-defined]
+    found = knn.search("old", ps[4].text, top_k=1, filters={"a": {"$exists": True}})
+    expected = [p for p in ps if p.metadata.get("a") not in (None, [])]
+    assert expected
+    assert isinstance(found, Searched) and len(found.hits) == 1
+    assert found.hits[0].passage.id in {p.id for p in expected}
