@@ -29,6 +29,7 @@ from indexplug_elastic.mapping import LAYOUT, NEW_FIELDS, PID, IndexMeta
 
 PAGE = 250
 """Documents rewritten per request."""
+_WITHOUT_PID: dict[str, Any] = {"bool": {"must_not": [{"exists": {"field": PID}}]}}
 
 
 class UpgradeFailed(Exception):
@@ -55,6 +56,12 @@ def ensure_layout(cx: Context, es_index: str, meta: IndexMeta, deadline: Deadlin
     for _ in range(total // PAGE + 3):  # each round rewrites a page; conflicts end early
         if not _rewrite_page(cx, cx.conn.within(deadline), es_index, meta, deadline):
             break
+    left = int(cx.conn.within(deadline).count(index=es_index, query=_WITHOUT_PID)["count"])
+    if left:  # written meanwhile by a plugin that predates the layout: not marked done
+        raise UpgradeFailed(
+            f"upgrading index '{es_index}': {left} document(s) still lack the new fields "
+            "(written meanwhile by an older version of this plugin?); the next op tries again"
+        )
     new = meta.upgraded()
     cx.conn.within(deadline).indices.put_mapping(
         index=es_index, meta=new.to_meta(), master_timeout=cx.server_timeout(deadline)
@@ -69,7 +76,7 @@ def _rewrite_page(
     """Rewrite one page of documents without ``pid``; False when none was left."""
     resp = client.search(
         index=es_index,
-        query={"bool": {"must_not": [{"exists": {"field": PID}}]}},
+        query=_WITHOUT_PID,
         size=PAGE,
         seq_no_primary_term=True,
         track_total_hits=False,
