@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -134,3 +135,42 @@ def test_a_hung_server_times_out_at_the_deadline(silent_server: int) -> None:
     out = backend.search("docs", "otters", top_k=3, deadline=Deadline.after(0.5))
     assert isinstance(out, IndexTimeout), out
     assert time.monotonic() - started < 1.5
+
+
+def _async_reads(backend: ElasticBackend, deadline_s: float) -> list[object]:
+    """The answers of every native async read of ``backend``, each with its own deadline."""
+    from indexplug.deadlines import Deadline
+
+    def d() -> Deadline:
+        return Deadline.after(deadline_s)
+
+    async def run() -> list[object]:
+        try:
+            return [
+                await backend.asearch("docs", "otters", top_k=3, deadline=d()),
+                await backend.aget("docs", ["x"], deadline=d()),
+                await backend.ascan("docs", filters=None, after=None, limit=5, deadline=d()),
+                await backend.aindexes(deadline=d()),
+            ]
+        finally:
+            await backend.aclose()
+
+    return asyncio.run(run())
+
+
+def test_async_reads_answer_unavailable_for_an_unreachable_server() -> None:
+    backend = ElasticBackend({"hosts": [f"http://127.0.0.1:{closed_port()}"]})
+    started = time.monotonic()
+    for out in _async_reads(backend, 2.0):
+        assert isinstance(out, IndexUnavailable), out
+        assert "cannot reach Elasticsearch" in out.reason
+    assert time.monotonic() - started < 8
+
+
+def test_async_reads_time_out_at_the_deadline_on_a_hung_server(silent_server: int) -> None:
+    backend = ElasticBackend({"hosts": [f"http://127.0.0.1:{silent_server}"]})
+    started = time.monotonic()
+    answers = _async_reads(backend, 0.5)
+    for out in answers:
+        assert isinstance(out, IndexTimeout), out
+    assert time.monotonic() - started < 4 * 1.5
