@@ -300,11 +300,13 @@ def search_plan(
         if not counting:
             # a kept count never decides an answer: empty or nothing matched, counted now
             COUNTS.forget(key)
-            fresh = yield from msearch_plan(
-                cx, index, es_index, [q.count_body(cx.ms(deadline))], deadline
+            counts = [q.count_body(cx.ms(deadline))]
+            fresh = yield Sub(
+                lambda: _msearch(cx, index, es_index, counts, deadline),
+                lambda: msearch_plan(cx, index, es_index, counts, deadline),
             )
             if not isinstance(fresh, list):
-                return fresh
+                return fresh  # type: ignore[no-any-return]
             count = int(fresh[0]["hits"]["total"]["value"])
             if count == 0:
                 return IndexEmpty(index=index, backend=cx.name)
