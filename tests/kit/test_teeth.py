@@ -289,3 +289,27 @@ def test_unclaimed_capabilities_are_never_passed() -> None:
     # filters.refused applies to every backend: one that claims no filters refuses them all
     assert by_id["filters.refused"].status is CheckStatus.PASSED
     assert card.ok
+
+
+DATA_INTERFACE = {
+    "get.by_id",
+    "scan.pages",
+    "indexes.lists",
+    "drop.removes",
+    "keys.upsert",
+    "keys.get_remove",
+    "filters.operators",
+    "filters.refused",
+    "async.same",
+}
+"""The checks of the data interface (issue 27)."""
+
+
+def test_every_data_interface_check_has_a_broken_backend_that_fails_it() -> None:
+    """The quality bar of issue 27: no new check without teeth (each case above is run by
+    test_kit_fails_exactly_the_broken_rule, which proves the failure)."""
+    from indexplug.testing import check_ids
+
+    assert set(check_ids()) >= DATA_INTERFACE
+    failed_by_some_case = {check for _, expected in CASES.values() for check in expected}
+    assert failed_by_some_case >= DATA_INTERFACE, DATA_INTERFACE - failed_by_some_case
