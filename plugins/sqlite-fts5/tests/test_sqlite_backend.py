@@ -306,3 +306,38 @@ def test_a_dropped_index_is_not_served_from_another_threads_connection(tmp_path:
         first.submit(add, 3).result()  # writes go to the new file too
         assert second.submit(count).result() == 3
     backend.close()
+
+
+def test_close_leaves_a_connection_in_use_to_its_thread(tmp_path: Path) -> None:
+    """Closing a connection that another thread is running a statement on crashes the process
+    (as when the guard gives up on a worker at its deadline and the caller closes the backend),
+    so close() leaves such a connection to its thread, which closes it when its op ends."""
+    backend = SqliteFts5Backend(tmp_path)
+    assert isinstance(
+        backend.add("w", corpus(2), max_bytes=None, deadline=Deadline.after(10)), Indexed
+    )
+    blocker = sqlite3.connect(tmp_path / "w.sqlite", isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # the write lock: the add below waits for it
+    answers: list[object] = []
+    writer = threading.Thread(
+        target=lambda: answers.append(
+            backend.add("w", corpus(4), max_bytes=None, deadline=Deadline.after(20))
+        )
+    )
+    writer.start()
+    for _ in range(200):  # bounded: until the writer holds its connection
+        busy = [c for c in backend._all if not c.use.acquire(blocking=False) or c.use.release()]
+        if busy:
+            break
+        time.sleep(0.01)
+    assert busy, "the writer never took its connection"
+    backend.close()
+    assert all(not c.closed and c.doomed for c in busy)  # left to the writer
+    blocker.execute("COMMIT")
+    writer.join(timeout=30)
+    assert not writer.is_alive() and isinstance(answers[0], Indexed)
+    assert all(c.closed for c in busy)  # closed by the writer when its add ended
+    status = backend.status("w", deadline=Deadline.after(10))
+    assert isinstance(status, IndexStatus) and status.passages == 4
+    blocker.close()
+    backend.close()

@@ -19,16 +19,17 @@ inside the transaction, so a refused write is rolled back with nothing kept.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from indexplug.budget import effective_max_bytes, over_budget
 from indexplug.deadlines import Deadline
@@ -140,6 +141,38 @@ class Inconsistent(NotAnIndex):
     the backend's back): nothing it answers can be trusted, so it answers a failure."""
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _op(
+    fn: Callable[Concatenate[SqliteFts5Backend, _P], _R],
+) -> Callable[Concatenate[SqliteFts5Backend, _P], _R]:
+    """An op of the backend: the connections it takes are held (see :class:`_Connection`)
+    until the outermost op on this thread returns, then released, and those that
+    :meth:`SqliteFts5Backend.close` could not close meanwhile are closed here."""
+
+    @functools.wraps(fn)
+    def run(self: SqliteFts5Backend, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        local = self._local
+        depth = getattr(local, "depth", 0)
+        local.depth = depth + 1
+        try:
+            return fn(self, *args, **kwargs)
+        finally:
+            local.depth = depth
+            if depth == 0:
+                held: list[_Connection] = getattr(local, "held", [])
+                local.held = []
+                for conn in held:
+                    if conn.doomed:
+                        conn.shut()
+                for conn in reversed(held):
+                    conn.use.release()
+
+    return run
+
+
 class SqliteFts5Backend:
     """See the module docstring.  Settings (``--option KEY=VALUE`` or the config file):
 
@@ -205,17 +238,27 @@ class SqliteFts5Backend:
             return Readiness.no("this Python's SQLite was built without FTS5")
         return Readiness.yes()
 
+    def _hold(self, conn: _Connection) -> None:
+        """Hold ``conn`` until this thread's op ends (see :func:`_op`)."""
+        if getattr(self._local, "depth", 0) > 0:
+            conn.use.acquire()
+            held: list[_Connection] = getattr(self._local, "held", None) or []
+            held.append(conn)
+            self._local.held = held
+
     def _conn(self, index: str, *, create: bool) -> sqlite3.Connection | None:
         conns: dict[str, _Connection] = getattr(self._local, "conns", None) or {}
         self._local.conns = conns
         conn = conns.get(index)
         path = self.path(index)
         if conn is not None:
-            if _identity(path) == conn.identity:
+            self._hold(conn)
+            if not conn.closed and _identity(path) == conn.identity:
                 return conn
-            # The file was deleted (or dropped and created again, perhaps by another thread)
-            # under this connection, which still holds the old one: open the file there now.
-            conn.close()
+            # Closed by close(), or the file was deleted (or dropped and created again,
+            # perhaps by another thread) under this connection, which still holds the old
+            # one: open the file there now.
+            conn.shut()
             del conns[index]
         fresh = not path.exists()
         if fresh:
@@ -225,6 +268,7 @@ class SqliteFts5Backend:
         conn = sqlite3.connect(
             path, isolation_level=None, check_same_thread=False, timeout=10, factory=_Connection
         )
+        self._hold(conn)
         try:
             if fresh:
                 # before anything is written: a new file gets PAGE_SIZE pages (an existing one
@@ -271,14 +315,20 @@ class SqliteFts5Backend:
         return conn
 
     def close(self) -> None:
+        """Close every connection no op is running on; one that an op is running on (a
+        thread the guard gave up on at its deadline, say) is closed by its thread when that
+        op ends.  A later op opens its connection again."""
         with self._all_lock:
-            for c in list(self._all):
-                try:
-                    c.close()
-                except sqlite3.Error:
-                    pass
+            conns = list(self._all)
             self._all.clear()
-        self._local = threading.local()
+        for c in conns:
+            if c.use.acquire(blocking=False):
+                try:
+                    c.shut()
+                finally:
+                    c.use.release()
+            else:
+                c.doomed = True
 
     @contextmanager
     def _deadline(self, conn: sqlite3.Connection, deadline: Deadline) -> Iterator[None]:
@@ -337,6 +387,7 @@ class SqliteFts5Backend:
         return int(pages) * int(size)
 
     # -- ops -----------------------------------------------------------------------------
+    @_op
     def add(
         self, index: str, passages: Sequence[Passage], *, max_bytes: int | None, deadline: Deadline
     ) -> AddOutcome:
@@ -471,6 +522,7 @@ class SqliteFts5Backend:
             )
         return len(gone)
 
+    @_op
     def search(
         self,
         index: str,
@@ -585,6 +637,7 @@ class SqliteFts5Backend:
         )
         return [(row[:-1], row[-1]) for row in conn.execute(sql, [expression, *params, top_k])]
 
+    @_op
     def remove(self, index: str, ids: Sequence[str], *, deadline: Deadline) -> RemoveOutcome:
         if late := self._late(index, deadline):
             return late
@@ -621,6 +674,7 @@ class SqliteFts5Backend:
             return self._failure(index, exc, deadline)
         return Removed.of_batch(index=index, backend=self.name, ids=ids, removed_ids=removed)
 
+    @_op
     def status(self, index: str, *, deadline: Deadline) -> StatusOutcome:
         if late := self._late(index, deadline):
             return late
@@ -650,6 +704,7 @@ class SqliteFts5Backend:
             return self._failure(index, exc, deadline)
 
     # -- the data interface: get, scan, indexes ------------------------------------------
+    @_op
     def get(
         self, index: str, ids: Sequence[str], *, keys: Sequence[str], deadline: Deadline
     ) -> GetOutcome:
@@ -691,6 +746,7 @@ class SqliteFts5Backend:
             missing_keys=[k for k in keys if k not in seen_keys],
         )
 
+    @_op
     def scan(
         self,
         index: str,
@@ -751,6 +807,7 @@ class SqliteFts5Backend:
         return IndexList(index="", backend=self.name, indexes=found)
 
     # -- extras --------------------------------------------------------------------------
+    @_op
     def op_optimize(self, index: str, *, deadline: Deadline) -> StatusOutcome:
         """Merge FTS5 segments into one (faster queries after a large ingest)."""
         if late := self._late(index, deadline):
@@ -765,6 +822,7 @@ class SqliteFts5Backend:
             return self._failure(index, exc, deadline)
         return self.status(index, deadline=deadline)
 
+    @_op
     def op_drop(self, index: str, *, deadline: Deadline) -> StatusOutcome:
         """Delete the index file (and its WAL) entirely; a sensitive op.  A missing index is
         already dropped; a file of that name that is not one of our indexes (another
@@ -787,11 +845,13 @@ class SqliteFts5Backend:
         conns = getattr(self._local, "conns", {})
         conn = conns.pop(index, None)
         if conn is not None:
-            conn.close()
+            with conn.use:
+                conn.shut()
         for suffix in ("", "-wal", "-shm"):
             Path(f"{self.path(index)}{suffix}").unlink(missing_ok=True)
         return IndexStatus(index=index, backend=self.name, exists=False, passages=0)
 
+    @_op
     def tamper(self, index: str, passage_id: str, text: str) -> None:
         """Conformance-kit hook: alter a stored passage behind the backend's back."""
         conn = self._conn(index, create=False)
@@ -799,6 +859,7 @@ class SqliteFts5Backend:
         conn.execute("UPDATE passages SET text = ? WHERE id = ?", (text, passage_id))
         self._forget_stats(index)
 
+    @_op
     def tamper_record(self, index: str, passage_id: str, changes: Mapping[str, object]) -> None:
         """Conformance-kit hook: alter fields of a stored row behind the backend's back
         (``text``, ``metadata``, ``licence``, ``provenance``, ``start``, ``end``, ``key``), its
@@ -835,6 +896,7 @@ class SqliteFts5Backend:
         )
         self._forget_stats(index)
 
+    @_op
     def delete_rows(self, index: str, ids: Sequence[str]) -> None:
         """Conformance-kit hook: delete passages' rows from the ``passages`` table but not
         from the full-text index (nor the count), as a ``DELETE`` run with another SQLite
@@ -871,10 +933,28 @@ def _probe(path: Path, deadline: Deadline) -> int | None:
 
 
 class _Connection(sqlite3.Connection):
-    """A connection that can be weakly referenced (``sqlite3.Connection`` itself cannot), and
-    that remembers which file it opened (see :func:`_identity`)."""
+    """A connection that can be weakly referenced (``sqlite3.Connection`` itself cannot), that
+    remembers which file it opened (see :func:`_identity`), and that is held (``use``) by the
+    op running on it: closing a connection another thread is running a statement on crashes
+    the process, so :meth:`SqliteFts5Backend.close` closes only those it can hold, and marks
+    the others ``doomed`` for their thread to close when its op ends."""
 
     identity: tuple[int, int] | None = None
+    closed = False
+    doomed = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.use = threading.RLock()
+
+    def shut(self) -> None:
+        """Close it (idempotent; the caller holds ``use`` or owns the connection)."""
+        if not self.closed:
+            self.closed = True
+            try:
+                self.close()
+            except sqlite3.Error:
+                pass
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
