@@ -15,7 +15,9 @@ Layout of ``<index>/ragatouille/``::
 Writes are copy-on-write: a write builds a new generation folder, and
 becomes visible when ``state.json`` is atomically replaced; an abort, a refused budget or a crash
 leaves the previous generation serving.  The generation before the current one is kept (a reader
-in another process may be loading it); older ones are swept by the next commit.
+in another process may be loading it), and so is any generation a search of this process is
+reading; older ones are swept by the next commit.  A search whose generation another process
+swept while it loaded reads the newest one again (a bounded number of times, within its deadline).
 
 * **add**: RAGatouille rebuilds the whole PLAID index (new k-means) when the index would hold
   fewer than 5,000 passages or the batch is more than 5% of it (its own ``_should_rebuild``); this
@@ -105,6 +107,9 @@ PASSAGES = "passages.jsonl"
 PLAID_NAME = "plaid"
 FORMAT = 1
 PAD_BELOW = 16
+SEARCH_ATTEMPTS = 20
+"""Loads of a generation another process swept under a search before it gives up (each try
+reads the newest generation; the deadline bounds them too)."""
 PAD_PREFIX = "indexplug-pad-"
 PAD_TEXTS = (
     "This filler passage keeps very small collections indexable: ColBERT needs a few dozen "
@@ -489,6 +494,27 @@ class RagatouilleIndex:
         self.dim = checkpoint.dim
         self._loaded: _Loaded | None = None
         self._lock = threading.Lock()
+        self._in_use: dict[str, int] = {}
+        """Generation folders searches of this process are reading (spared by sweeps)."""
+
+    @contextmanager
+    def _using(self, folder: str | None) -> Iterator[None]:
+        """Mark ``folder`` in use while a search reads it, so that a commit in this process
+        does not sweep it (readers of other processes retry instead)."""
+        if folder is None:
+            yield
+            return
+        with self._lock:
+            self._in_use[folder] = self._in_use.get(folder, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                left = self._in_use[folder] - 1
+                if left:
+                    self._in_use[folder] = left
+                else:
+                    del self._in_use[folder]
 
     # -- state ---------------------------------------------------------------------------
     def _current(self) -> _Loaded:
@@ -589,8 +615,7 @@ class RagatouilleIndex:
         self, query: str, top_k: int, deadline: Deadline, filters: Filter | None = None
     ) -> Ranked:
         check_deadline(deadline, "opening the index")
-        attempts = 3
-        for attempt in range(attempts):
+        for attempt in range(SEARCH_ATTEMPTS):
             loaded = self._current()
             live = loaded.state.live
             if not live:
@@ -603,15 +628,17 @@ class RagatouilleIndex:
                 if not only:
                     return Ranked(hits=[], searched=len(live), query_tokens=0)
             try:
-                exact, results = self._search(loaded, live, query, top_k, deadline, only)
+                with self._using(loaded.state.folder):
+                    exact, results = self._search(loaded, live, query, top_k, deadline, only)
                 break
             except FileNotFoundError:
-                # Writers committed twice while this search was loading the generation it had
-                # read, and swept it: read the current one again.
+                # Writers in another process committed twice while this search was loading
+                # the generation it had read, and swept it (this process's writers spare a
+                # generation in use): read the current one again, until the deadline.
                 with self._lock:
                     if self._loaded is loaded:
                         self._loaded = None
-                if attempt == attempts - 1:
+                if attempt == SEARCH_ATTEMPTS - 1 or deadline.expired():
                     raise
         removed = loaded.state.removed
         hits: list[tuple[Passage, float]] = []
@@ -907,7 +934,8 @@ class RagatouilleIndex:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.root / STATE)
-        keep = {state.folder, previous.folder}
+        with self._lock:
+            keep = {state.folder, previous.folder, *self._in_use}
         for child in self.root.iterdir():
             if child.is_dir() and child.name.startswith("g") and child.name not in keep:
                 shutil.rmtree(child, ignore_errors=True)
