@@ -21,6 +21,7 @@ from indexplug.outcomes import ScoreScale
 from indexplug.passages import MetadataValue, Passage
 
 if TYPE_CHECKING:
+    from indexplug.filters import Filter
     from indexplug.outcomes import (
         AddOutcome,
         GetOutcome,
@@ -188,7 +189,7 @@ class IndexBackend(Protocol):
         *,
         top_k: int,
         deadline: Deadline,
-        filters: Mapping[str, MetadataValue] | None = None,
+        filters: Mapping[str, MetadataValue] | Filter | None = None,
     ) -> SearchOutcome: ...
 
     def remove(self, index: str, ids: Sequence[str], *, deadline: Deadline) -> RemoveOutcome: ...
@@ -201,8 +202,9 @@ class IndexBackend(Protocol):
 @runtime_checkable
 class Droppable(Protocol):
     """Deletes a whole index (sensitive: the CLI, invoke and MCP gate it as they gate remove);
-    called through :meth:`indexplug.guard.Guard.drop`, which checks the index is gone after.
-    Answers ``IndexStatus`` with ``exists=False``, or a failure."""
+    called through :meth:`indexplug.guard.Guard.drop`, which holds the answer to
+    ``IndexStatus`` with ``exists=False`` and ``passages=0`` (anything else is
+    ``INDEX_FAILED``).  Answers that, or a failure."""
 
     def op_drop(self, index: str, *, deadline: Deadline) -> Any: ...
 
