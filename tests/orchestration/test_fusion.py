@@ -326,3 +326,26 @@ def test_a_real_server_backend_that_is_down_degrades_the_fusion(write_config: An
     assert a["code"] == "SEARCHED" and a["data"]["hits"]
     (d,) = a["evidence"]["degraded"]
     assert d["part"] == "es" and d["code"] == "INDEX_UNAVAILABLE" and "127.0.0.1:9" in d["reason"]
+
+
+def test_operator_filters_reach_every_leg_that_serves_them(inv: Invoker) -> None:
+    counted = [{**p, "metadata": {"n": i}} for i, p in enumerate(PASSAGES)]
+    for leg in ("lex", "lex2"):
+        assert call(inv, "add", {"index": leg, "passages": counted})["code"] == "INDEXED"
+    a = call(
+        inv,
+        "search",
+        {"indexes": ["lex", "lex2"], "query": "otters cats kettle", "filters": {"n": {"$gte": 2}}},
+    )
+    assert a["code"] == "SEARCHED", a
+    uris = {h["passage"]["source"]["uri"] for h in a["data"]["hits"]}
+    assert uris == {"mem://cats", "mem://kettle"}
+    # a leg that cannot serve an operator makes the fusion refuse it, never ignore it
+    mem = call(inv, "add", {"index": "mem", "passages": counted})
+    assert mem["code"] == "INDEXED"
+    refused = call(
+        inv,
+        "search",
+        {"indexes": ["lex", "mem"], "query": "otters", "filters": {"n": {"$gte": 2}}},
+    )
+    assert refused["code"] == "BAD_REQUEST" and refused["problem"]["field"] == "filters", refused

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from indexplug.deadlines import Deadline
 from indexplug.errors import ConfigError, InvalidRequest
+from indexplug.filters import Filter
 from indexplug.guard import MAX_TOP_K, SETTLE_S, Guard
 from indexplug.names import MAX_NAME_LENGTH, validate_index_name
 from indexplug.outcomes import (
@@ -168,6 +169,8 @@ class FusionBackend:
         caps = [leg.target.guard.capabilities for leg in self.legs]
         self.capabilities = Capabilities(
             filters=all(c.filters for c in caps),
+            # a filter goes to every leg as it is, so only what every leg serves
+            filter_operators=frozenset.intersection(*(c.filter_operators for c in caps)),
             deletion=all(c.deletion for c in caps),
             persistence=all(c.persistence for c in caps),
             server=any(c.server for c in caps),
@@ -261,7 +264,7 @@ class FusionBackend:
         *,
         top_k: int,
         deadline: Deadline,
-        filters: Mapping[str, MetadataValue] | None = None,
+        filters: Mapping[str, MetadataValue] | Filter | None = None,
     ) -> SearchOutcome:
         depth = min(MAX_TOP_K, max(top_k, self.depth))
 
