@@ -293,6 +293,9 @@ def test_an_over_budget_batch_ends_the_write() -> None:
     out = Guard(store).add("docs", MANY)
     assert type(out) is OverBudget
     assert sizes(store) == [WRITE_BATCH, WRITE_BATCH]  # the third batch was not sent
+    # the first batch is stored and kept: the answer says so, not "nothing was written"
+    assert out.committed == WRITE_BATCH
+    assert f"{WRITE_BATCH} passage(s) of earlier batches are stored" in out.message
 
 
 def test_aadd_keeps_and_says_what_it_committed() -> None:

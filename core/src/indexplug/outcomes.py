@@ -286,12 +286,23 @@ class OverBudget(_Outcome):
     needed_bytes: int
     check: Literal["projected", "measured", "unreadable"]
     estimate: bool = False
+    committed: int | None = Field(
+        default=None,
+        ge=0,
+        description="For a write answered in batches: how many passages earlier batches stored "
+        "before this batch was refused (kept; the refused batch wrote nothing).",
+    )
 
     @property
     def message(self) -> str:
+        kept = (
+            f"this batch wrote nothing; {self.committed} passage(s) of earlier batches are stored"
+            if self.committed
+            else "nothing was written"
+        )
         return (
             f"Refused: '{self.index}' would need {self.needed_bytes} bytes, over its budget of "
-            f"{self.max_bytes} ({self.check} check); nothing was written."
+            f"{self.max_bytes} ({self.check} check); {kept}."
         )
 
 
