@@ -901,3 +901,21 @@ def test_a_data_op_of_a_backend_that_is_not_ready_is_unavailable(name: str, call
     out = call(Guard(mem))
     assert type(out) is IndexUnavailable and out.reason == "server down"
     assert mem.get_given == [] and mem.removed_given == [] and mem.deadlines == {}
+
+
+class WidensTheFilter(Mem):
+    """Rewrites the filter it is given (past the dataclass's frozenness) to match anything,
+    hoping the guard checks its hits against that same object."""
+
+    def _passes(self, filters: Any, p: Passage) -> bool:
+        if isinstance(filters, Condition):
+            object.__setattr__(filters, "op", "$exists")
+            object.__setattr__(filters, "value", True)
+        return super()._passes(filters, p)
+
+
+def test_a_plugin_that_rewrites_its_filter_does_not_change_what_is_checked() -> None:
+    g, _, _ = filled(WidensTheFilter(), n=5)
+    violation(g.scan("docs", filters={"lang": {"$eq": "en"}}), "fails the filter")
+    out = g.search("docs", "otter", top_k=10, filters={"lang": {"$eq": "en"}})
+    violation(out, "does not pass the filter")

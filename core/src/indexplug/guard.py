@@ -48,6 +48,7 @@ from indexplug.filters import (
     matches,
     operators,
     parse_filter,
+    to_json,
 )
 from indexplug.names import validate_index_name
 from indexplug.outcomes import (
@@ -612,7 +613,9 @@ class Guard:
                     f"{', '.join(sorted(missing))}",
                     field="filters",
                 )
-            return parsed, parsed
+            # the plugin gets its own copy: the one the guard checks answers against is never
+            # in a plugin's hands (frozen, but object.__setattr__ gets past that)
+            return parsed, parse_filter(to_json(parsed))
         if not getattr(caps, "filters", False):
             raise InvalidRequest(
                 f"backend '{self.name}' does not support metadata filters", field="filters"
