@@ -12,6 +12,7 @@ from indexplug.testing import (
     BackendFactory,
     ConcurrentWritersConformance,
     DeletionConformance,
+    DropConformance,
     FiltersConformance,
     PersistenceConformance,
     SeparateRecordsConformance,
@@ -21,6 +22,7 @@ from indexplug.testing import (
 class TestUsearchConformance(
     BackendConformance,
     DeletionConformance,
+    DropConformance,
     FiltersConformance,
     PersistenceConformance,
     ConcurrentWritersConformance,

@@ -454,9 +454,11 @@ class UsearchBackend:
             )
 
     # -- extras and kit hooks ------------------------------------------------------------
-    def op_drop(self, index: str, *, deadline: Deadline) -> IndexStatus:
+    def op_drop(self, index: str, *, deadline: Deadline) -> IndexStatus | IndexTimeout:
         import shutil
 
+        if deadline.expired():  # the guard has given up on this call: delete nothing
+            return self._late(index, deadline)
         with self._lock:
             opened = self._open.pop(index, None)
             if opened:
