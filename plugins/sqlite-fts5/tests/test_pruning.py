@@ -106,7 +106,7 @@ def in_memory(
         before = stats.in_memory
         got = postings.top_k(conn, stats, terms, k, budget_bytes=budget)
         assert stats.in_memory == before + 1
-        largest = max(len(r) for r, _ in stats.postings.values()) * postings.BYTES_PER_POSTING
+        largest = max(len(r) for r, _ in stats.postings.values()) * pruning.BYTES_PER_POSTING
         assert stats.postings_bytes <= max(budget, largest)
         return got
     finally:
@@ -271,9 +271,9 @@ def test_tokens_are_the_ones_the_index_holds() -> None:
     assert pruning._varints(bytes([0x81, 0x00, 0x05])) == [128, 5]
     assert pruning._varints(bytes([0x81])) == []
     stats = pruning.TermStats(rows=rows, tokens=tokens)
-    assert postings.fits(stats, tokens * postings.BYTES_PER_POSTING)
-    assert not postings.fits(stats, tokens * postings.BYTES_PER_POSTING - 1)
-    assert not postings.fits(pruning.TermStats(), 1 << 30)  # nothing known: never
+    assert pruning.fits(stats, tokens * pruning.BYTES_PER_POSTING)
+    assert not pruning.fits(stats, tokens * pruning.BYTES_PER_POSTING - 1)
+    assert not pruning.fits(pruning.TermStats(), 1 << 30)  # nothing known: never
 
 
 def test_row_count_is_the_one_bm25_uses() -> None:
@@ -484,7 +484,7 @@ def test_an_index_past_the_postings_budget_is_ranked_by_fts5(tmp_path: Path) -> 
     assert budget.status("docs").details["ranking"] == "fts5 (pruned)"  # type: ignore[union-attr]
     assert roomy.status("docs").details["ranking"] == "postings in memory"  # type: ignore[union-attr]
     stats = next(st for b, i, st in _SEEN_STATS if b is roomy.backend and st.in_memory)
-    assert 0 < stats.postings_bytes <= stats.tokens * postings.BYTES_PER_POSTING
+    assert 0 < stats.postings_bytes <= stats.tokens * pruning.BYTES_PER_POSTING
     with pytest.raises(ValueError, match="postings_mb"):
         SqliteFts5Backend(tmp_path / "c", postings_mb=-1)
     budget.close()

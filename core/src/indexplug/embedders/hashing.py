@@ -15,13 +15,14 @@ import re
 import zlib
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from indexplug.errors import InvalidOption
 from indexplug.hookspecs import hookimpl
-from indexplug.protocols import EmbedderSpec, Granularity, Readiness, Vector
+from indexplug.protocols import EmbedderSpec, Granularity, Readiness
+
+if TYPE_CHECKING:
+    from indexplug.protocols import Vector
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TOKENS = 512
@@ -43,6 +44,8 @@ class HashingEmbedder:
         return Readiness.yes()
 
     def _word_vector(self, word: str) -> Vector:
+        import numpy as np  # here: this module loads with every command (entry point)
+
         vec = np.zeros(self.dim, dtype=np.float32)
         marked = f"<{word}>"
         feats = [marked] + [marked[i : i + self.n] for i in range(max(1, len(marked) - self.n + 1))]
@@ -60,12 +63,16 @@ class HashingEmbedder:
         return [w.lower() for w in _WORD.findall(text)][:MAX_TOKENS]
 
     def _token_matrix(self, text: str) -> Vector:
+        import numpy as np  # here: this module loads with every command (entry point)
+
         words = self._tokens(text)
         if not words:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([self._word(w) for w in words])
 
     def _text_vector(self, text: str) -> Vector:
+        import numpy as np  # here: this module loads with every command (entry point)
+
         m = self._token_matrix(text)
         vec = m.sum(axis=0) if len(m) else np.zeros(self.dim, dtype=np.float32)
         norm = float(np.linalg.norm(vec))

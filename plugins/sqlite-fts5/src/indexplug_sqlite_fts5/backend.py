@@ -61,7 +61,7 @@ from indexplug.outcomes import (
 from indexplug.passages import MetadataValue, Passage, Source
 from indexplug.protocols import Capabilities, Readiness
 
-from indexplug_sqlite_fts5 import postings, pruning, sqlfilter
+from indexplug_sqlite_fts5 import pruning, sqlfilter
 from indexplug_sqlite_fts5.hits import hit, passage_from_row
 from indexplug_sqlite_fts5.query import fts5_expression, query_terms
 
@@ -561,7 +561,9 @@ class SqliteFts5Backend:
                     else:
                         stats = self._term_stats(index, conn)
                         stats.sync(conn, int(version))
-                        if postings.fits(stats, self.postings_bytes):
+                        if pruning.fits(stats, self.postings_bytes):
+                            from indexplug_sqlite_fts5 import postings  # numpy: when used
+
                             ranked = postings.top_k(
                                 conn, stats, terms, top_k, budget_bytes=self.postings_bytes
                             )
@@ -685,7 +687,7 @@ class SqliteFts5Backend:
             count = int(self._meta(conn, "count") or 0)
             budget = self._meta(conn, "max_bytes")
             tokens = pruning._averages(conn)[1]
-            in_memory = postings.fits(pruning.TermStats(tokens=tokens), self.postings_bytes)
+            in_memory = pruning.fits(pruning.TermStats(tokens=tokens), self.postings_bytes)
             return IndexStatus(
                 index=index,
                 backend=self.name,

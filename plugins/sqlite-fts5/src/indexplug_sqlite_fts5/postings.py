@@ -45,11 +45,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from indexplug_sqlite_fts5.pruning import MAX_CACHED_TERMS, TermStats
+from indexplug_sqlite_fts5.pruning import BYTES_PER_POSTING, MAX_CACHED_TERMS, TermStats
 from indexplug_sqlite_fts5.query import fts5_phrase
 
-BYTES_PER_POSTING = 16
-"""A rowid (int64) and its summand (float64)."""
 DENSE_SLACK = 8
 """Scores go into an array indexed by rowid when the largest rowid is below this many times the
 postings (plus :data:`DENSE_MIN`); past that (rowids spread by deletions), into one entry per
@@ -61,12 +59,6 @@ Postings = tuple[np.ndarray, np.ndarray]
 """``(rowids, summands)`` of one term, rowids ascending, each summand minus FTS5's bm25."""
 
 _EMPTY: Postings = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64))
-
-
-def fits(stats: TermStats, budget_bytes: int) -> bool:
-    """Whether every posting of the index ``stats`` describes can be held in ``budget_bytes``
-    (``stats`` synced in the current read transaction)."""
-    return stats.tokens > 0 and stats.tokens * BYTES_PER_POSTING <= budget_bytes
 
 
 def term_postings(conn: sqlite3.Connection, stats: TermStats, term: str, budget: int) -> Postings:

@@ -51,10 +51,12 @@ import math
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from indexplug_sqlite_fts5.query import fts5_expression, fts5_phrase
+
+if TYPE_CHECKING:
+    import numpy as np  # annotations only: numpy loads with the postings, when ranking
 
 K1 = 1.2
 """FTS5's bm25 k1 (fixed in ``fts5_aux.c``)."""
@@ -306,3 +308,15 @@ def top_k(
 
 def _full(conn: sqlite3.Connection, expression: str, k: int) -> list[tuple[int, float]]:
     return conn.execute(_FULL_SQL, (expression, k)).fetchall()
+
+
+BYTES_PER_POSTING = 16
+"""A rowid (int64) and its summand (float64), as :mod:`~indexplug_sqlite_fts5.postings` holds
+them."""
+
+
+def fits(stats: TermStats, budget_bytes: int) -> bool:
+    """Whether every posting of the index ``stats`` describes can be held in ``budget_bytes``
+    (``stats`` synced in the current read transaction).  Here, not in ``postings``, so that
+    deciding (and ``status`` saying) how an index is ranked does not import numpy."""
+    return stats.tokens > 0 and stats.tokens * BYTES_PER_POSTING <= budget_bytes
