@@ -208,3 +208,44 @@ def test_scan_and_get_fit_80_columns_with_sources_relative(narrow: Path) -> None
     code, text = run("get", pid, "--index", "n")
     assert code == 0 and "Descale the kettle" in " ".join(text.split())
     assert max(len(line) for line in text.splitlines()) <= WIDTH
+
+
+def _stderr_on_a_terminal(root: Path, *argv: str) -> tuple[int, str]:
+    """``indexplug ARGV`` with its stderr on a pseudo-terminal: its exit code and what it
+    wrote there."""
+    main, side = pty.openpty()
+    env = {**os.environ, "INDEXPLUG_HOME": str(root / "home"), "COLUMNS": str(WIDTH)}
+    env.pop("INDEXPLUG_CONFIG", None)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "indexplug.cli.app", *argv],
+            env=env,
+            cwd=root,
+            stdout=subprocess.DEVNULL,
+            stderr=side,
+            timeout=120,
+        )
+        os.close(side)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(main)
+    return done.returncode, b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_copy_and_add_show_progress_on_a_terminal(tmp_path: Path) -> None:
+    rows = [{"text": f"otter {i} by the river", "uri": f"mem://o/{i}"} for i in range(600)]
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, shown = _stderr_on_a_terminal(tmp_path, "add", "p.jsonl", "-i", "src")
+    assert code == 0 and "adding" in shown and "600/600" in shown, shown
+    code, shown = _stderr_on_a_terminal(tmp_path, "copy", "sqlite-fts5:src", "sqlite-fts5:dst")
+    assert code == 0, shown
+    assert "copying" in shown and "600/600" in shown, shown
+    assert "600 id(s), 0 missing" in shown
