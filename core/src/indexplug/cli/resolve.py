@@ -60,7 +60,7 @@ class Target:
         """Delete the whole index when the backend offers ``drop``; False when it cannot."""
         if not callable(getattr(self.guard.backend, "op_drop", None)):
             return False
-        self.guard.call_extra("drop", self.index)
+        self.guard.drop(self.index)
         return True
 
 
