@@ -48,12 +48,12 @@ NOT_AT_START = (
 )
 NOT_IN_HELP = tuple(n for n in NOT_AT_START if not n.startswith("rich."))
 """``--help`` is for a person: typer lays it out with rich, and loads nothing else here."""
-NOT_IN_SEARCH = (*HEAVY, "urllib.request", "asyncio")
+NOT_IN_SEARCH = (*HEAVY, "urllib.request", "asyncio", "numpy")
 """A search reads no URL: urllib.request (with http.client and email) is context expansion's;
-and runs no event loop: asyncio is the coroutine API's (the MCP server's)."""
+runs no event loop: asyncio is the coroutine API's (the MCP server's); and ranks its one
+search by FTS5: numpy (sqlite-fts5's postings in memory) loads from a process's second search."""
 NOT_IN_INVOKE = (*NOT_IN_SEARCH, "rich.console", "rich.table", "rich.progress")
-NOT_IN_STATUS = (*NOT_IN_INVOKE, "numpy")
-"""``status`` ranks nothing: numpy (sqlite-fts5's in-memory postings) loads with a search."""
+NOT_IN_STATUS = NOT_IN_INVOKE
 
 RUN = """
 import json, os, sys

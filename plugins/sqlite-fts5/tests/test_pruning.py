@@ -383,7 +383,10 @@ def test_guarded_search_equals_fts5_across_writes(guard: Guard, tmp_path: Path) 
                 got = [(h.passage.id, h.score) for h in out.hits]
                 assert got == guarded_reference(path, q, k), (q, k)
     on = guard.backend.postings_bytes > 0  # type: ignore[attr-defined]
-    assert ranked_by(guard, "docs")[0] == (3 * 25 * 3 if on else 0)
+    # a worker thread's first search after each write is ranked by FTS5 (pruned), so that a
+    # one-search process loads no numpy; the rest are ranked in memory
+    in_memory = ranked_by(guard, "docs")[0]
+    assert (3 * 25 * 2 < in_memory <= 3 * 25 * 3 - 3) if on else in_memory == 0
 
 
 def _realistic_corpus() -> tuple[list[Passage], list[str]]:
@@ -427,7 +430,9 @@ def test_realistic_corpus_pruned_equals_fts5(tmp_path: Path) -> None:
         out = g.search("scifact", q, top_k=100)
         assert isinstance(out, Searched)
         assert [(h.passage.id, h.score) for h in out.hits] == guarded_reference(path, q, 100)
-    assert ranked_by(g, "scifact") == (100, 0)  # SciFact's postings fit the default 64 MB
+    # SciFact's postings fit the default 64 MB: all but each worker thread's first search are
+    # ranked in memory
+    assert 50 <= ranked_by(g, "scifact")[0] < 100
     g.close()
 
 
@@ -473,14 +478,14 @@ def test_an_index_past_the_postings_budget_is_ranked_by_fts5(tmp_path: Path) -> 
     roomy = Guard(SqliteFts5Backend(tmp_path / "b"))
     for g in (budget, roomy):
         assert isinstance(g.add("docs", docs), Indexed)
-    for q in ["w0 w3 w17", "w1 w39", "w2"]:
+    for q in ["w0 w3 w17", "w1 w39", "w2"] * 3:
         a, b = budget.search("docs", q, top_k=20), roomy.search("docs", q, top_k=20)
         assert isinstance(a, Searched) and isinstance(b, Searched)
         assert [(h.passage.id, h.score) for h in a.hits] == [
             (h.passage.id, h.score) for h in b.hits
         ]
     assert ranked_by(budget, "docs")[0] == 0
-    assert ranked_by(roomy, "docs") == (3, 0)
+    assert ranked_by(roomy, "docs")[0] >= 1  # a thread's first search is FTS5's, pruned
     assert budget.status("docs").details["ranking"] == "fts5 (pruned)"  # type: ignore[union-attr]
     assert roomy.status("docs").details["ranking"] == "postings in memory"  # type: ignore[union-attr]
     stats = next(st for b, i, st in _SEEN_STATS if b is roomy.backend and st.in_memory)

@@ -561,7 +561,8 @@ class SqliteFts5Backend:
                     else:
                         stats = self._term_stats(index, conn)
                         stats.sync(conn, int(version))
-                        if pruning.fits(stats, self.postings_bytes):
+                        stats.searches += 1
+                        if stats.searches > 1 and pruning.fits(stats, self.postings_bytes):
                             from indexplug_sqlite_fts5 import postings  # numpy: when used
 
                             ranked = postings.top_k(
