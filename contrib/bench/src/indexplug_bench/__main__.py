@@ -469,7 +469,7 @@ def replay(a: argparse.Namespace) -> None:
         calls = LIBRARY_CALLS.get(system.name)
         if calls is None:
             return "its library calls are not named for a replay"
-        return {"warmup": max(1, a.warmup), "replay": Replay(calls, evict_mb=a.evict_mb)}
+        return {"warmup": max(2, a.warmup), "replay": Replay(calls, evict_mb=a.evict_mb)}
 
     def show(row: dict[str, Any]) -> None:
         lat, raw_p50 = row["latency_ms"], row["latency_ms"]["raw"]["p50"]

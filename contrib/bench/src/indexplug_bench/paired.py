@@ -82,12 +82,16 @@ def measure_pair(
     ``raw``'s, ``query_ratio_p50`` the median of the per-query ratios.  ``steps``: timers to
     run the searches under (:mod:`indexplug_bench.steps`; their medians come back as
     ``steps_ms``), installed once both indexes are built.  ``replay``: the system's library
-    calls recorded in the warm-up and replayed after the timed pass (:mod:`indexplug_bench.replay`;
+    calls recorded in the last warm-up pass (the first warms the library's own caches, as a
+    long-running process would have) and replayed after the timed pass (:mod:`indexplug_bench.replay`;
     its medians come back as ``replayed_p50_ms``).  ``guard_memory=False``: the system's
     guard remembers no checked passage (:func:`forget_checked`; the row says
     ``guard_memory: false``)."""
-    if replay is not None and warmup < 1:
-        raise ValueError("a replay records the library's answers in a warm-up pass: warmup >= 1")
+    if replay is not None and warmup < 2:
+        raise ValueError(
+            "a replay records the library's answers in the last of the warm-up passes, after "
+            "one that warms its caches: warmup >= 2"
+        )
     name, size, batches, queries, _qrels = load(dataset)
     load_before = os.getloadavg()[0]
     clock = machine.cpu_clock()
@@ -110,13 +114,14 @@ def measure_pair(
             steps.installed(backends) if steps is not None else nullcontext(),
             replay.installed() if replay is not None else nullcontext(),
         ):
-            for timed in [False] * warmup + [True]:
+            for pass_no in range(warmup + 1):
+                timed = pass_no == warmup
                 for i, (_qid, text) in enumerate(queries):
                     for side in order if i % 2 == 0 else order[::-1]:
                         runner = runners[side]
                         t = time.perf_counter()
                         search = partial(runner.search, text, top_k)
-                        if replay is not None and side == "system" and not timed:
+                        if replay is not None and pass_no == warmup - 1 and side == "system":
                             ids = replay.recorded(i, search)
                         elif steps is None:
                             ids = search()

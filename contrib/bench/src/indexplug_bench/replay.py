@@ -6,9 +6,9 @@ trip, Chroma's query, the query's embedding) and what the framework does after t
 with the CPU's caches cold from that wait.  This measures the framework's work *without* the
 library, twice: once warm, and once after a wait like a real one.
 
-The library calls of the system (:data:`LIBRARY_CALLS`) are recorded during the warm-up pass
-(their answers pickled per query, in call order) and, in the replayed passes, answered from
-that record: each call gets a fresh copy of what the library said for that query (unpickled
+The library calls of the system (:data:`LIBRARY_CALLS`) are recorded during the last warm-up
+pass, after one that warms the system as a long-running process is warm (their answers
+pickled per query, in call order) and, in the replayed passes, answered from that record: each call gets a fresh copy of what the library said for that query (unpickled
 before the timer starts), so the guard, the backend and the harness's reading of the outcome
 run exactly as in place, and nothing else does.  Two regimes:
 

@@ -228,6 +228,12 @@ class SqliteFts5Backend:
         guard calls this backend on the caller's thread), and when a caller's thread ends, its
         thread-local connections are dropped and closed with it instead of piling up here."""
         self._all_lock = threading.Lock()
+        self._searched: set[str] = set()
+        """Indexes this backend has answered a search on in this process.  The first is ranked
+        by FTS5 (pruned), so that a one-search process (a CLI command) neither imports numpy
+        nor reads every posting of its terms; later ones, on any thread, from postings in
+        memory.  Per process rather than per thread: which path answers must not depend on
+        which of the guard's worker threads happens to run the search."""
 
     # -- connections ---------------------------------------------------------------------
     def path(self, index: str) -> Path:
@@ -561,8 +567,9 @@ class SqliteFts5Backend:
                     else:
                         stats = self._term_stats(index, conn)
                         stats.sync(conn, int(version))
-                        stats.searches += 1
-                        if stats.searches > 1 and pruning.fits(stats, self.postings_bytes):
+                        warm = index in self._searched
+                        self._searched.add(index)
+                        if warm and pruning.fits(stats, self.postings_bytes):
                             from indexplug_sqlite_fts5 import postings  # numpy: when used
 
                             ranked = postings.top_k(

@@ -109,10 +109,6 @@ class TermStats:
     """How many searches were answered after 1, 2 and 3+ rounds (for tuning and tests)."""
     in_memory: int = 0
     """How many searches were ranked from postings in memory instead (for tests)."""
-    searches: int = 0
-    """Searches answered since the statistics were last synced with a change: the first is
-    ranked by FTS5 (pruned), so that a one-search process (a CLI command) neither imports
-    numpy nor reads every posting of its terms; later ones from postings in memory."""
 
     def invalidate(self) -> None:
         self.version = None
@@ -124,7 +120,6 @@ class TermStats:
         self.df.clear()
         self.postings.clear()
         self.postings_bytes = 0
-        self.searches = 0
         self.rows, self.tokens = _averages(conn)
         self.version = version
 
