@@ -263,9 +263,9 @@ def test_checked_passages_are_remembered_by_content_and_handed_out_as_the_guards
     hashed: list[str] = []
     real = guard_module.passage_id
 
-    def counting(text: str, uri: str, start: int, end: int) -> str:
+    def counting(text: str, uri: str, start: int, end: int, key: str | None = None) -> str:
         hashed.append(text)
-        return real(text, uri, start, end)
+        return real(text, uri, start, end, key)
 
     monkeypatch.setattr(guard_module, "passage_id", counting)
     fake = Fake(searched(hit(1, 2.0)))

@@ -1290,12 +1290,12 @@ class Guard:
         if src is None:
             raise _Refused(self._violation(index, f"hit {i}'s source has fields of wrong types"))
         meta = _metadata_copy(metadata)
-        if passage_id(text, src.uri, start, end) != pid:
+        if passage_id(text, src.uri, start, end, key) != pid:
             raise _Refused(
                 self._integrity(
                     index,
                     f"stored passage {pid[:12]}... no longer matches its content-addressed id "
-                    "(text, uri or span altered after indexing); not served",
+                    "(text, uri, span or key altered after indexing); not served",
                 )
             )
         if passage_digest(pid, src, doc_sha, start, end, meta, key) != digest:

@@ -173,17 +173,23 @@ _json_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
 """The string encoder of ``json.dumps(..., ensure_ascii=False)`` (its C version when present)."""
 
 
-def passage_id(text: str, uri: str, start: int, end: int) -> str:
+def passage_id(text: str, uri: str, start: int, end: int, key: str | None = None) -> str:
     """The content address of a passage.
 
-    The canonical form is compact JSON with sorted keys (``end``, ``start``, ``text``, ``uri``),
-    so the id does not depend on how the caller happened to order or format anything.  It is
-    written out directly, byte for byte what ``json.dumps(..., ensure_ascii=False,
-    separators=(",", ":"), sort_keys=True)`` gives (a test holds the two together), because
-    the generic encoder was a third of the cost of indexing a passage.
+    The canonical form is compact JSON with sorted keys (``end``, ``key`` when there is one,
+    ``start``, ``text``, ``uri``), so the id does not depend on how the caller happened to
+    order or format anything.  It is written out directly, byte for byte what
+    ``json.dumps(..., ensure_ascii=False, separators=(",", ":"), sort_keys=True)`` gives (a
+    test holds the two together), because the generic encoder was a third of the cost of
+    indexing a passage.
+
+    A caller key is part of the address: the same paragraph in two of the caller's documents
+    is two passages, each replaced and removed with its own document; a passage without a
+    key has the id it always had.
     """
+    keyed = "" if key is None else f'"key":{_json_string(key)},'
     canonical = (
-        f'{{"end":{int(end)},"start":{int(start)},'
+        f'{{"end":{int(end)},{keyed}"start":{int(start)},'
         f'"text":{_json_string(text)},"uri":{_json_string(uri)}}}'
     )
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
@@ -259,7 +265,8 @@ class Passage(BaseModel):
     key: str | None = Field(default=None, min_length=1, max_length=MAX_KEY_CHARS)
     """The caller's key: a document id of the caller's choosing, shared by the passages of one
     document.  Adding passages under a key replaces that key's earlier passages at once
-    (backends that claim ``Capabilities.keys``); the id stays content-addressed."""
+    (backends that claim ``Capabilities.keys``); the id stays content-addressed, the key part
+    of the content (see :func:`passage_id`)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -270,8 +277,14 @@ class Passage(BaseModel):
             text = data.get("text", "")
             start = data.get("start", 0)
             end = data.get("end", len(text) if isinstance(text, str) else 0)
-            if isinstance(text, str) and isinstance(uri, str):
-                data = {**data, "id": passage_id(text, uri, int(start), int(end)), "end": end}
+            key = data.get("key")
+            if (
+                isinstance(text, str)
+                and isinstance(uri, str)
+                and (key is None or isinstance(key, str))
+            ):
+                pid = passage_id(text, uri, int(start), int(end), key)
+                data = {**data, "id": pid, "end": end}
         return data
 
     @model_validator(mode="after")
@@ -289,7 +302,7 @@ class Passage(BaseModel):
         if self.key is not None and "\x00" in self.key:
             raise ValueError("the passage key contains a NUL character")
         if info.context is not _ID_COMPUTED and self.id != self.expected_id():
-            raise ValueError("passage id does not match its content (text, uri, span)")
+            raise ValueError("passage id does not match its content (text, uri, span, key)")
         if self.digest is None:
             object.__setattr__(self, "digest", self.expected_digest())
         elif info.context is not _ID_COMPUTED and self.digest != self.expected_digest():
@@ -298,7 +311,7 @@ class Passage(BaseModel):
 
     def expected_id(self) -> str:
         """Recompute the content address; differs from ``id`` only if the passage was altered."""
-        return passage_id(self.text, self.source.uri, self.start, self.end)
+        return passage_id(self.text, self.source.uri, self.start, self.end, self.key)
 
     def expected_digest(self) -> str:
         """Recompute the digest; differs from ``digest`` only if the passage was altered."""
@@ -388,7 +401,7 @@ class Passage(BaseModel):
             # let pydantic coerce or reject them; the id is then computed and checked from
             # the validated values (the slow way)
             return cls.model_validate(fields)
-        pid = passage_id(text, src.uri, start, stop)
+        pid = passage_id(text, src.uri, start, stop, key)
         fields["id"] = pid
         fields["digest"] = passage_digest(
             pid,

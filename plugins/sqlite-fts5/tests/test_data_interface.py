@@ -355,15 +355,21 @@ def test_upsert_replaces_a_keys_earlier_passages(guard: Guard) -> None:
     assert removed.missing_keys == ["ghost"]
 
 
-def test_a_stored_passage_sent_under_another_key_moves_to_it(guard: Guard) -> None:
+def test_the_same_text_under_another_key_is_a_passage_of_its_own(guard: Guard) -> None:
+    """The key is part of the content address: one paragraph in two of the caller's
+    documents is two passages, each replaced and removed with its own document."""
     p = docs(1, key="a")[0]
     guard.add("x", [p])
-    moved = Passage.create(p.text, p.source.uri, key="b", metadata={"v": [1, "a"]})
-    out = guard.add("x", [moved])
-    assert isinstance(out, Indexed) and out.known == 1 and out.added == 0
-    got = guard.get("x", [p.id], keys=["a"])
-    assert isinstance(got, Got) and got.missing_keys == ["a"]
-    assert got.passages[0].key == "b" and got.passages[0].digest == moved.digest
+    other = Passage.create(p.text, p.source.uri, key="b", metadata={"v": [1, "a"]})
+    assert other.id != p.id
+    out = guard.add("x", [other])
+    assert isinstance(out, Indexed) and out.added == 1 and out.known == 0 and out.replaced == 0
+    got = guard.get("x", [], keys=["a", "b"])
+    assert isinstance(got, Got) and got.missing_keys == []
+    assert sorted((q.key, q.id) for q in got.passages) == sorted([("a", p.id), ("b", other.id)])
+    assert isinstance(guard.remove("x", keys=["a"]), Removed)
+    left = guard.get("x", [p.id, other.id])
+    assert isinstance(left, Got) and [q.id for q in left.passages] == [other.id]
 
 
 def test_the_digest_covers_the_key(guard: Guard, tmp_path: Path) -> None:

@@ -111,20 +111,15 @@ class TemplateBackend:
             store = data["passages"]
             new = [p for p in passages if p.id not in store]
             # caller keys: the batch replaces every earlier passage of its keys it does not hold
-            # (and a stored passage sent under another key moves to it); one file write does
-            # both, so a reader sees the key's old passages or its new ones
+            # (a key is part of the id, so a stored id already has its key); one file write
+            # does both, so a reader sees the key's old passages or its new ones
             keys = {p.key for p in passages if p.key is not None}
             batch = {p.id for p in passages}
             stale = [i for i, raw in store.items() if raw.get("key") in keys and i not in batch]
-            moved = [
-                p
-                for p in passages
-                if p.key is not None and p.id in store and store[p.id].get("key") != p.key
-            ]
             if data["max_bytes"] is None and max_bytes is not None:
                 data["max_bytes"] = max_bytes
             updated = {i: raw for i, raw in store.items() if i not in set(stale)}
-            updated.update({p.id: p.model_dump(mode="json") for p in [*new, *moved]})
+            updated.update({p.id: p.model_dump(mode="json") for p in new})
             encoded = len(json.dumps({**data, "passages": updated}).encode("utf-8"))
             refused = indexplug.over_budget(
                 index, self.name, needed=encoded, max_bytes=budget, check="projected"

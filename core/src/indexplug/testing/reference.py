@@ -99,7 +99,7 @@ class _Index:
 
     def put(self, p: Passage) -> None:
         old = self.passages.get(p.id)
-        if old is not None:  # the same passage under another key: its record is replaced
+        if old is not None:  # the same passage stored again: its record is replaced
             self.drop(p.id)
         self.passages[p.id] = p
         self.sizes[p.id] = _size(p)
@@ -288,22 +288,15 @@ class ReferenceBackend:
         with self._lock:
             ix = self._index(index) or _Index()
             new = [p for p in passages if p.id not in ix.passages]
-            # a stored passage sent again under another key moves to that key
-            rekeyed = [
-                p
-                for p in passages
-                if p.key is not None and p.id in ix.passages and ix.passages[p.id].key != p.key
-            ]
             batch = {p.id for p in passages}
             keys = dict.fromkeys(p.key for p in passages if p.key is not None)
             stale = [pid for k in keys for pid in ix.by_key.get(k, {}) if pid not in batch]
             budget = effective_max_bytes(ix.max_bytes, max_bytes)
-            if new or rekeyed:
+            if new:
                 needed = (
                     ix.bytes_used
                     - sum(ix.sizes.get(pid, 0) for pid in stale)
                     + sum(_size(p) for p in new)
-                    + sum(_size(p) - ix.sizes.get(p.id, 0) for p in rekeyed)
                 )
                 refused = over_budget(
                     index, self.name, needed=needed, max_bytes=budget, check="measured"
@@ -314,7 +307,7 @@ class ReferenceBackend:
                 return out
             if ix.max_bytes is None and max_bytes is not None:
                 ix.max_bytes = max_bytes
-            self._write(index, ix, [*new, *rekeyed], stale)
+            self._write(index, ix, new, stale)
             done = Indexed.of_batch(
                 index=index,
                 backend=self.name,

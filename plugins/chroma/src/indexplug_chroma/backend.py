@@ -415,8 +415,8 @@ class ChromaBackend:
         """The write, under the index's lock: what is new, the budget, then :meth:`_write`.
 
         A passage is *known* when its id is stored (in a collection with typed fields: alive,
-        with the same digest, so a passage re-added with other metadata or another key is
-        written again).  Passages with caller keys replace every other passage of their keys
+        with the same digest, so a passage re-added with other metadata is written again; the
+        key is part of the id).  Passages with caller keys replace every other passage of their keys
         (:meth:`_write`); ``Indexed.replaced`` counts those removed.
         """
         dim = emb.dim
