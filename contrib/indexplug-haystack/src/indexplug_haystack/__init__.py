@@ -1,0 +1,7 @@
+"""Haystack 2.x integration for indexplug: a DocumentStore and a retriever component over any
+indexplug index (see docs/adapters/haystack.md)."""
+
+from indexplug_haystack.codec import ForeignRecord, MetadataRefused
+from indexplug_haystack.document_store import IndexplugDocumentStore
+
+__all__ = ["ForeignRecord", "IndexplugDocumentStore", "MetadataRefused"]

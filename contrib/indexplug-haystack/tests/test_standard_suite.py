@@ -1,0 +1,38 @@
+"""Haystack's own DocumentStore tests, unmodified, on sqlite-fts5 and on chroma.
+
+Only the ``document_store`` fixture is given, plus ``test_write_documents``, which Haystack's
+base class leaves to each store (it raises ``NotImplementedError`` until overridden, because the
+default policy is the store's choice): here ``NONE`` means ``FAIL``, as in Haystack's own
+in-memory store.
+"""
+
+from __future__ import annotations
+
+import pytest
+from haystack.dataclasses import Document
+from haystack.document_stores.errors import DuplicateDocumentError
+from haystack.testing.document_store import DocumentStoreBaseTests
+from indexplug_haystack import IndexplugDocumentStore
+
+
+class _DefaultPolicy:
+    def test_write_documents(self, document_store: IndexplugDocumentStore) -> None:
+        docs = [Document(id="1")]
+        assert document_store.write_documents(docs) == 1
+        with pytest.raises(DuplicateDocumentError):
+            document_store.write_documents(docs)
+        assert document_store.filter_documents() == docs
+
+
+class TestSqliteFts5(_DefaultPolicy, DocumentStoreBaseTests):
+    @pytest.fixture
+    def document_store(self) -> IndexplugDocumentStore:
+        return IndexplugDocumentStore("haystack", backend="sqlite-fts5")
+
+
+class TestChroma(_DefaultPolicy, DocumentStoreBaseTests):
+    @pytest.fixture
+    def document_store(self) -> IndexplugDocumentStore:
+        return IndexplugDocumentStore(
+            "haystack", backend="chroma", options={"embedder": "hashing:default"}
+        )
