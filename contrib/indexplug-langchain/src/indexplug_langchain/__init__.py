@@ -1,5 +1,13 @@
-"""LangChain retriever over indexplug."""
+"""LangChain over indexplug: a retriever and a vector store, with typed failures."""
 
+from indexplug_langchain._convert import NAMESPACE, ReservedMetadataKey, UnstorableMetadata
 from indexplug_langchain.retriever import IndexplugRetriever
+from indexplug_langchain.vectorstore import IndexplugVectorStore
 
-__all__ = ["IndexplugRetriever"]
+__all__ = [
+    "NAMESPACE",
+    "IndexplugRetriever",
+    "IndexplugVectorStore",
+    "ReservedMetadataKey",
+    "UnstorableMetadata",
+]

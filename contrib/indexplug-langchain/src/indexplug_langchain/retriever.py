@@ -3,41 +3,48 @@
 LangChain retrievers return ``list[Document]``: an empty list would hide an index that is down,
 timed out or empty.  This retriever keeps indexplug's honesty in that shape: hits become
 documents, ``NO_MATCH`` (the index answered, nothing matched) is ``[]``, and anything else raises
-the typed :class:`indexplug.OutcomeError` subclass for its code.
+the typed :class:`indexplug.OutcomeError` subclass for its code.  A document's metadata is the
+passage's own; the adapter's fields (rank, score, scale, span, source, passage id, untrusted)
+are under the one key ``"indexplug"``.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import indexplug
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from indexplug.config import find_config_file, load_config
+from indexplug.errors import ConfigError
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
+
+from indexplug_langchain._convert import (
+    filter_argument,
+    hit_document,
+    raise_outcome,
+    refuse_kwargs,
+)
 
 
 def hit_to_document(hit: indexplug.Hit) -> Document:
-    p = hit.passage
-    return Document(
-        page_content=p.text,
-        id=p.id,
-        metadata={
-            **p.metadata,
-            "indexplug_id": p.id,
-            "rank": hit.rank,
-            "score": hit.score,
-            "score_scale": hit.score_scale,
-            "source": p.source.uri,
-            "start": p.start,
-            "end": p.end,
-            "untrusted": hit.untrusted,
-        },
-    )
+    """A hit as a retriever's document (the user's metadata, the adapter's under
+    ``"indexplug"``)."""
+    return hit_document(hit)
 
 
 class IndexplugRetriever(BaseRetriever):
-    """Retrieve from index ``index`` of a guarded backend (``indexplug.open_backend(...)``)."""
+    """Retrieve from index ``index`` of a guarded backend (``indexplug.open_backend(...)``).
+
+    ``k`` (``top_k`` is taken too) is how many documents at most, ``filters`` an indexplug
+    operator filter (``{"year": {"$gte": 2020}}``); both can be given per call:
+    ``retriever.invoke("query", k=2, filters={...})``.
+    """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -45,23 +52,76 @@ class IndexplugRetriever(BaseRetriever):
         description="An indexplug.Guard, e.g. indexplug.open_backend('sqlite-fts5')."
     )
     index: str
-    top_k: int = 4
+    k: int = 4
+    filters: dict[str, Any] | None = None
     deadline_s: float | None = None
     empty_is_error: bool = True
+    """An index with nothing in it raises ``IndexEmptyError`` (a retriever over an index that
+    was never filled is a deployment mistake); ``False`` makes it an empty list."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _top_k(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "top_k" in data:
+            if "k" in data:
+                raise ValueError("give k or top_k, not both")
+            data = {**data, "k": data["top_k"]}
+            del data["top_k"]
+        return data
+
+    @property
+    def top_k(self) -> int:
+        """The same as ``k`` (its earlier name)."""
+        return self.k
 
     @classmethod
     def from_backend(
         cls, backend_name: str, index: str, options: dict[str, Any] | None = None, **kw: Any
     ) -> IndexplugRetriever:
+        """Over backend ``backend_name`` opened with ``options``."""
         return cls(backend=indexplug.open_backend(backend_name, options), index=index, **kw)
 
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
-    ) -> list[Document]:
-        outcome = self.backend.search(
-            self.index, query, top_k=self.top_k, deadline_s=self.deadline_s
-        )
+    @classmethod
+    def from_config(
+        cls, index: str, config_path: str | Path | None = None, **kw: Any
+    ) -> IndexplugRetriever:
+        """Over index ``index`` of an ``indexplug.toml`` (``config_path``, else the file the
+        CLI would use: ``INDEXPLUG_CONFIG``, ``./indexplug.toml``, the user folder)."""
+        path = find_config_file(Path(config_path) if config_path is not None else None)
+        if path is None:
+            raise ConfigError("no indexplug.toml found (give config_path)")
+        target = load_config(path).target(index)
+        return cls(backend=target.guard, index=target.index, **kw)
+
+    def _args(self, kwargs: dict[str, Any]) -> tuple[int, Any]:
+        k = kwargs.pop("k", kwargs.pop("top_k", self.k))
+        filters = filter_argument(kwargs, self.filters)
+        refuse_kwargs(kwargs, "IndexplugRetriever.invoke")
+        return k, filters
+
+    def _documents(self, outcome: Any) -> list[Document]:
         if isinstance(outcome, indexplug.Searched):
-            return [hit_to_document(h) for h in outcome.hits]
-        indexplug.raise_for_outcome(outcome, empty_is_error=self.empty_is_error)
-        return []
+            return [hit_document(h) for h in outcome.hits]
+        if isinstance(outcome, indexplug.NoMatch) or (
+            isinstance(outcome, indexplug.IndexEmpty) and not self.empty_is_error
+        ):
+            return []
+        raise_outcome(outcome)
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        k, filters = self._args(kwargs)
+        outcome = self.backend.search(
+            self.index, query, top_k=k, deadline_s=self.deadline_s, filters=filters
+        )
+        return self._documents(outcome)
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        k, filters = self._args(kwargs)
+        outcome = await self.backend.asearch(
+            self.index, query, top_k=k, deadline_s=self.deadline_s, filters=filters
+        )
+        return self._documents(outcome)

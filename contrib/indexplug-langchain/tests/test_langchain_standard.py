@@ -1,0 +1,102 @@
+"""LangChain's own standard suites, unmodified, on sqlite-fts5 (lexical) and chroma (dense,
+embedded, the model-free ``hashing:default`` embedder).
+
+Each class provides only what the base classes ask of a subclass: the retriever's constructor,
+its parameters and a query example; an empty vector store per test.  No standard test is
+overridden, skipped or deselected (``test_no_overrides_DO_NOT_OVERRIDE`` checks it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import indexplug
+import pytest
+from indexplug_langchain import IndexplugRetriever, IndexplugVectorStore
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.vectorstores import VectorStore
+from langchain_tests.integration_tests import (
+    RetrieversIntegrationTests,
+    VectorStoreIntegrationTests,
+)
+
+SQLITE: tuple[str, dict[str, Any]] = ("sqlite-fts5", {})
+CHROMA: tuple[str, dict[str, Any]] = ("chroma", {"embedder": "hashing:default"})
+
+FACTS = [
+    "Sea otters hold hands while they sleep so they do not drift apart.",
+    "Otters use stones as tools to crack open shellfish.",
+    "A group of otters resting in the water is called a raft.",
+    "River otters can hold their breath for up to eight minutes.",
+    "Otters have the densest fur of any animal.",
+    "Volcanoes erupt molten lava and ash.",
+    "Honeybees dance to tell the hive where flowers are.",
+]
+
+
+class _Retriever(RetrieversIntegrationTests):
+    """An index of seven facts, five about otters, built once per class."""
+
+    backend: ClassVar[tuple[str, dict[str, Any]]]
+    guard: ClassVar[indexplug.Guard]
+
+    @pytest.fixture(autouse=True, scope="class")
+    @classmethod
+    def _facts(cls, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+        home: Path = tmp_path_factory.mktemp("retriever-home")
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("INDEXPLUG_HOME", str(home))
+            name, options = cls.backend
+            guard = indexplug.open_backend(name, options)
+            passages = [
+                indexplug.Passage.create(t, f"file:///facts/{n}.md", key=f"fact-{n}")
+                for n, t in enumerate(FACTS)
+            ]
+            assert isinstance(guard.add("facts", passages), indexplug.Indexed)
+            cls.guard = guard
+            yield
+            guard.close()
+
+    @property
+    def retriever_constructor(self) -> type[BaseRetriever]:
+        return IndexplugRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict[str, Any]:
+        return {"backend": self.guard, "index": "facts"}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "what do otters do"
+
+
+class TestRetrieverSqlite(_Retriever):
+    backend = SQLITE
+
+
+class TestRetrieverChroma(_Retriever):
+    backend = CHROMA
+
+
+class _Store(VectorStoreIntegrationTests):
+    backend: ClassVar[tuple[str, dict[str, Any]]]
+
+    @pytest.fixture
+    def vectorstore(self, _home: Path) -> Iterator[VectorStore]:
+        """An empty store in this test's own indexplug home."""
+        name, options = self.backend
+        guard = indexplug.open_backend(name, options)
+        try:
+            yield IndexplugVectorStore(guard, "standard", embedding=self.get_embeddings())
+        finally:
+            guard.close()
+
+
+class TestVectorStoreSqlite(_Store):
+    backend = SQLITE
+
+
+class TestVectorStoreChroma(_Store):
+    backend = CHROMA
