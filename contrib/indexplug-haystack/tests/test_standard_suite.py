@@ -11,12 +11,13 @@ from __future__ import annotations
 import pytest
 from haystack.dataclasses import Document
 from haystack.document_stores.errors import DuplicateDocumentError
+from haystack.document_stores.types import DocumentStore
 from haystack.testing.document_store import DocumentStoreBaseTests
 from indexplug_haystack import IndexplugDocumentStore
 
 
 class _DefaultPolicy:
-    def test_write_documents(self, document_store: IndexplugDocumentStore) -> None:
+    def test_write_documents(self, document_store: DocumentStore) -> None:
         docs = [Document(id="1")]
         assert document_store.write_documents(docs) == 1
         with pytest.raises(DuplicateDocumentError):

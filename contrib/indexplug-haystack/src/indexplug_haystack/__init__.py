@@ -3,5 +3,6 @@ indexplug index (see docs/adapters/haystack.md)."""
 
 from indexplug_haystack.codec import ForeignRecord, MetadataRefused
 from indexplug_haystack.document_store import IndexplugDocumentStore
+from indexplug_haystack.retriever import IndexplugRetriever
 
-__all__ = ["ForeignRecord", "IndexplugDocumentStore", "MetadataRefused"]
+__all__ = ["ForeignRecord", "IndexplugDocumentStore", "IndexplugRetriever", "MetadataRefused"]
