@@ -1,5 +1,17 @@
-"""LlamaIndex retriever over indexplug."""
+"""LlamaIndex over indexplug: a retriever and a vector store, any backend, typed failures."""
 
+from indexplug_llamaindex.filters import UnsupportedFilter, translate
+from indexplug_llamaindex.nodes import MetadataRefused, NodeRefused
 from indexplug_llamaindex.retriever import IndexplugRetriever
+from indexplug_llamaindex.store import IndexplugVectorStore, MissingCapability, UnsupportedQuery
 
-__all__ = ["IndexplugRetriever"]
+__all__ = [
+    "IndexplugRetriever",
+    "IndexplugVectorStore",
+    "MetadataRefused",
+    "MissingCapability",
+    "NodeRefused",
+    "UnsupportedFilter",
+    "UnsupportedQuery",
+    "translate",
+]

@@ -1,7 +1,10 @@
 """A LlamaIndex retriever whose failures are exceptions, never an empty list.
 
-Hits become ``NodeWithScore``; ``NO_MATCH`` is ``[]``; an empty, failed, timed-out or unavailable
-index raises the typed :class:`indexplug.OutcomeError` subclass for its code.
+Hits become ``NodeWithScore`` (the node a passage keeps, see :mod:`indexplug_llamaindex.nodes`,
+with the backend's score); ``NO_MATCH`` is ``[]``; an empty, failed, timed-out or unavailable
+index raises the typed :class:`indexplug.OutcomeError` subclass for its code.  The adapter's
+fields of each hit are under the node's ``indexplug`` metadata, which neither the LLM nor an
+embedder sees.  ``aretrieve`` awaits the guard's ``asearch``: it never blocks the event loop.
 """
 
 from __future__ import annotations
@@ -10,53 +13,92 @@ from typing import Any
 
 import indexplug
 from llama_index.core.retrievers import BaseRetriever
-from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from indexplug_llamaindex.filters import FilterInput, translate
+from indexplug_llamaindex.nodes import hit_to_node
+
+DEFAULT_TOP_K = 4
 
 
-def hit_to_node(hit: indexplug.Hit) -> NodeWithScore:
-    p = hit.passage
-    node = TextNode(
-        id_=p.id,
-        text=p.text,
-        metadata={
-            **p.metadata,
-            "source": p.source.uri,
-            "start": p.start,
-            "end": p.end,
-            "rank": hit.rank,
-            "score_scale": hit.score_scale,
-            "untrusted": hit.untrusted,
-        },
-    )
-    return NodeWithScore(node=node, score=hit.score)
+def hits_to_nodes(
+    outcome: indexplug.SearchOutcome, *, empty_is_error: bool = True
+) -> list[NodeWithScore]:
+    """The nodes of a search outcome: hits for ``SEARCHED``, ``[]`` for ``NO_MATCH`` (and for
+    ``INDEX_EMPTY`` when ``empty_is_error`` is false); any other outcome raises its typed
+    :class:`indexplug.OutcomeError`."""
+    if isinstance(outcome, indexplug.Searched):
+        return [NodeWithScore(node=hit_to_node(h), score=h.score) for h in outcome.hits]
+    indexplug.raise_for_outcome(outcome, empty_is_error=empty_is_error)
+    return []
 
 
 class IndexplugRetriever(BaseRetriever):
-    """Retrieve from index ``index`` of a guarded backend (``indexplug.open_backend(...)``)."""
+    """Retrieve from index ``index`` of a guarded backend (``indexplug.open_backend(...)``).
+
+    ``similarity_top_k`` (``top_k`` is the older name of the same setting) bounds the hits;
+    ``filters`` are LlamaIndex ``MetadataFilters`` or an indexplug filter
+    (``{"year": {"$gte": 2020}}``), translated exactly or refused
+    (:class:`indexplug_llamaindex.UnsupportedFilter`).
+    """
 
     def __init__(
         self,
         backend: indexplug.Guard,
         index: str,
         *,
-        top_k: int = 4,
+        similarity_top_k: int | None = None,
+        top_k: int | None = None,
+        filters: FilterInput = None,
         deadline_s: float | None = None,
         empty_is_error: bool = True,
         **kwargs: Any,
     ) -> None:
         indexplug.validate_index_name(index)
+        if similarity_top_k is not None and top_k is not None and similarity_top_k != top_k:
+            raise indexplug.InvalidRequest(
+                f"similarity_top_k={similarity_top_k} and top_k={top_k} differ (top_k is the "
+                "older name of similarity_top_k: give one)",
+                field="similarity_top_k",
+            )
+        k = similarity_top_k if similarity_top_k is not None else top_k
         self.backend = backend
         self.index = index
-        self.top_k = top_k
+        self.similarity_top_k = DEFAULT_TOP_K if k is None else k
+        self.filters = translate(filters)
         self.deadline_s = deadline_s
         self.empty_is_error = empty_is_error
         super().__init__(**kwargs)
 
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        outcome = self.backend.search(
-            self.index, query_bundle.query_str, top_k=self.top_k, deadline_s=self.deadline_s
+    @property
+    def top_k(self) -> int:
+        """The older name of :attr:`similarity_top_k`."""
+        return self.similarity_top_k
+
+    def search_outcome(self, query: str) -> indexplug.SearchOutcome:
+        """The guard's outcome of the search :meth:`retrieve` makes."""
+        return self.backend.search(
+            self.index,
+            query,
+            top_k=self.similarity_top_k,
+            filters=self.filters,
+            deadline_s=self.deadline_s,
         )
-        if isinstance(outcome, indexplug.Searched):
-            return [hit_to_node(h) for h in outcome.hits]
-        indexplug.raise_for_outcome(outcome, empty_is_error=self.empty_is_error)
-        return []
+
+    async def asearch_outcome(self, query: str) -> indexplug.SearchOutcome:
+        """:meth:`search_outcome` through the guard's ``asearch``."""
+        return await self.backend.asearch(
+            self.index,
+            query,
+            top_k=self.similarity_top_k,
+            filters=self.filters,
+            deadline_s=self.deadline_s,
+        )
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        outcome = self.search_outcome(query_bundle.query_str)
+        return hits_to_nodes(outcome, empty_is_error=self.empty_is_error)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        outcome = await self.asearch_outcome(query_bundle.query_str)
+        return hits_to_nodes(outcome, empty_is_error=self.empty_is_error)

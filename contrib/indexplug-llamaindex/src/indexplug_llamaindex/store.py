@@ -1,0 +1,349 @@
+"""A LlamaIndex vector store over one indexplug index, any backend.
+
+Nodes are passages keyed by the node id (adding a node again replaces it); ``delete(ref_doc_id)``
+removes every node of that document; queries are the backend's own search of
+``query.query_str`` with ``similarity_top_k``, ``filters``, ``node_ids`` and ``doc_ids``.
+indexplug backends embed (or index) the text themselves, so the store ignores the embeddings
+LlamaIndex computes (``is_embedding_query`` is ``False``: queries are never embedded) and the
+index's ``embed_model`` can be ``MockEmbedding``.
+
+Every outcome that is not an answer raises the typed :class:`indexplug.OutcomeError` subclass
+(``IndexFailedError``, ``IndexTimeoutError`` ...), which carries the outcome; an empty store and
+no match are an empty result, as LlamaIndex expects.  ``query_outcome``/``aquery_outcome``
+give the guard's outcome itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import indexplug
+from indexplug.outcomes import Got, Indexed, IndexStatus, NoMatch, Removed, Scanned, Searched
+from llama_index.core.schema import BaseNode
+from llama_index.core.vector_stores.types import (
+    BasePydanticVectorStore,
+    MetadataFilters,
+    VectorStoreQuery,
+    VectorStoreQueryMode,
+    VectorStoreQueryResult,
+)
+from pydantic import PrivateAttr
+
+from indexplug_llamaindex.filters import FilterInput, all_of, one_of, translate
+from indexplug_llamaindex.nodes import (
+    NODE_ID,
+    REF_DOC_ID,
+    hit_to_node,
+    last_per_key,
+    node_to_passage,
+    passage_to_node,
+)
+
+_MODES = (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.TEXT_SEARCH)
+SCAN_PAGE = 500
+
+
+class MissingCapability(indexplug.InvalidRequest):
+    """The backend does not offer what the call needs (the message names the capability)."""
+
+    def __init__(self, capability: str, message: str) -> None:
+        super().__init__(message, field=f"capabilities.{capability}")
+        self.capability = capability
+
+
+class UnsupportedQuery(indexplug.InvalidRequest):
+    """A ``VectorStoreQuery`` the store cannot answer as asked (no text, another mode)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, field="query")
+
+
+def _fail(outcome: object) -> NoReturn:
+    """Raise the typed error for an outcome that is not the answer hoped for."""
+    indexplug.raise_for_outcome(outcome)
+    raise indexplug.OutcomeError(outcome)
+
+
+class IndexplugVectorStore(BasePydanticVectorStore):
+    """The nodes of index ``index`` of a guarded backend (``indexplug.open_backend(...)``).
+
+    ``IndexplugVectorStore(guard, "notes")``, or :meth:`from_backend` (a backend by name and
+    options) or :meth:`from_config` (an index of ``indexplug.toml``).  ``deadline_s`` bounds
+    each search and read (writes have none unless it is given).
+    """
+
+    stores_text: bool = True
+    is_embedding_query: bool = False
+    flat_metadata: bool = True
+    index: str
+    deadline_s: float | None = None
+
+    _guard: indexplug.Guard = PrivateAttr()
+
+    def __init__(
+        self, guard: indexplug.Guard, index: str, *, deadline_s: float | None = None
+    ) -> None:
+        indexplug.validate_index_name(index)
+        super().__init__(stores_text=True, index=index, deadline_s=deadline_s)
+        self._guard = guard
+
+    @classmethod
+    def from_backend(
+        cls,
+        name: str,
+        index: str,
+        options: Mapping[str, Any] | None = None,
+        *,
+        deadline_s: float | None = None,
+    ) -> IndexplugVectorStore:
+        """A store over index ``index`` of backend ``name`` opened with ``options``."""
+        return cls(indexplug.open_backend(name, options), index, deadline_s=deadline_s)
+
+    @classmethod
+    def from_config(
+        cls, name: str, config: str | Path | None = None, *, deadline_s: float | None = None
+    ) -> IndexplugVectorStore:
+        """A store over the index ``name`` of ``indexplug.toml`` (``config``, else the file
+        indexplug finds: ``INDEXPLUG_CONFIG``, ``./indexplug.toml``, the user folder)."""
+        from indexplug.config import find_config_file, load_config
+
+        path = find_config_file(Path(config) if config is not None else None)
+        if path is None:
+            raise indexplug.ConfigError("no indexplug.toml found (give its path as config)")
+        target = load_config(path).target(name)
+        return cls(target.guard, target.index, deadline_s=deadline_s)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "IndexplugVectorStore"
+
+    @property
+    def client(self) -> indexplug.Guard:
+        """The guarded backend."""
+        return self._guard
+
+    # -- writing -------------------------------------------------------------------------
+    def _passages(self, nodes: Sequence[BaseNode]) -> list[indexplug.Passage]:
+        if not self._guard.capabilities.keys:
+            raise MissingCapability(
+                "keys",
+                f"backend {self._guard.name!r} does not claim Capabilities.keys, so it cannot "
+                "keep nodes by id (adding a node again would duplicate it); use a backend "
+                "that does (sqlite-fts5, chroma, colbert)",
+            )
+        return last_per_key([node_to_passage(n) for n in nodes])
+
+    def add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
+        """Store ``nodes`` (each replacing the node of the same id); their ids, in order."""
+        if not nodes:
+            return []
+        out = self._guard.add(self.index, self._passages(nodes), deadline_s=self.deadline_s)
+        if not isinstance(out, Indexed):
+            _fail(out)
+        return [n.node_id for n in nodes]
+
+    async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
+        """:meth:`add` through the guard's ``aadd``."""
+        if not nodes:
+            return []
+        passages = self._passages(nodes)
+        out = await self._guard.aadd(self.index, passages, deadline_s=self.deadline_s)
+        if not isinstance(out, Indexed):
+            _fail(out)
+        return [n.node_id for n in nodes]
+
+    def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        """Remove every node whose source document is ``ref_doc_id``."""
+        out = self._guard.remove(
+            self.index, filters={REF_DOC_ID: ref_doc_id}, deadline_s=self.deadline_s
+        )
+        if not isinstance(out, Removed):
+            _fail(out)
+
+    async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        """:meth:`delete` through the guard's ``aremove``."""
+        out = await self._guard.aremove(
+            self.index, filters={REF_DOC_ID: ref_doc_id}, deadline_s=self.deadline_s
+        )
+        if not isinstance(out, Removed):
+            _fail(out)
+
+    def _remove_args(
+        self, node_ids: Sequence[str] | None, filters: FilterInput
+    ) -> dict[str, Any] | None:
+        f = translate(filters)
+        if f is None:
+            return {"keys": list(node_ids)} if node_ids else None
+        return {"filters": all_of(one_of(NODE_ID, node_ids) if node_ids else None, f)}
+
+    def delete_nodes(
+        self,
+        node_ids: list[str] | None = None,
+        filters: MetadataFilters | None = None,
+        **delete_kwargs: Any,
+    ) -> None:
+        """Remove the nodes with these ids that pass ``filters`` (either may be left out;
+        with neither, nothing is removed)."""
+        args = self._remove_args(node_ids, filters)
+        if args is None:
+            return
+        out = self._guard.remove(self.index, deadline_s=self.deadline_s, **args)
+        if not isinstance(out, Removed):
+            _fail(out)
+
+    async def adelete_nodes(
+        self,
+        node_ids: list[str] | None = None,
+        filters: MetadataFilters | None = None,
+        **delete_kwargs: Any,
+    ) -> None:
+        """:meth:`delete_nodes` through the guard's ``aremove``."""
+        args = self._remove_args(node_ids, filters)
+        if args is None:
+            return
+        out = await self._guard.aremove(self.index, deadline_s=self.deadline_s, **args)
+        if not isinstance(out, Removed):
+            _fail(out)
+
+    def clear(self) -> None:
+        """Drop the whole index."""
+        out = self._guard.drop(self.index, deadline_s=self.deadline_s)
+        if not isinstance(out, IndexStatus):
+            _fail(out)
+
+    async def aclear(self) -> None:
+        """:meth:`clear` through the guard's ``adrop``."""
+        out = await self._guard.adrop(self.index, deadline_s=self.deadline_s)
+        if not isinstance(out, IndexStatus):
+            _fail(out)
+
+    # -- reading -------------------------------------------------------------------------
+    def get_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
+    ) -> list[BaseNode]:
+        """The nodes with these ids (in that order; absent ones left out), or those passing
+        ``filters`` (with ids too: those of them that pass), or every node."""
+        f = translate(filters)
+        if node_ids is not None and f is None:
+            if not node_ids:
+                return []
+            got = self._guard.get(self.index, keys=list(node_ids), deadline_s=self.deadline_s)
+            if not isinstance(got, Got):
+                _fail(got)
+            return [passage_to_node(p) for p in got.passages]
+        scan = all_of(one_of(NODE_ID, node_ids) if node_ids else None, f)
+        nodes = [passage_to_node(p) for p in self._scan(scan)]
+        return _in_order(nodes, node_ids)
+
+    async def aget_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
+    ) -> list[BaseNode]:
+        """:meth:`get_nodes` through the guard's ``aget`` and ``ascan``."""
+        f = translate(filters)
+        if node_ids is not None and f is None:
+            if not node_ids:
+                return []
+            got = await self._guard.aget(
+                self.index, keys=list(node_ids), deadline_s=self.deadline_s
+            )
+            if not isinstance(got, Got):
+                _fail(got)
+            return [passage_to_node(p) for p in got.passages]
+        scan = all_of(one_of(NODE_ID, node_ids) if node_ids else None, f)
+        nodes = [passage_to_node(p) async for p in self._ascan(scan)]
+        return _in_order(nodes, node_ids)
+
+    def _scan(self, filters: dict[str, Any] | None) -> Iterator[indexplug.Passage]:
+        for page in self._guard.scan_all(
+            self.index, filters=filters, page=SCAN_PAGE, deadline_s=self.deadline_s
+        ):
+            if not isinstance(page, Scanned):
+                _fail(page)
+            yield from page.passages
+
+    async def _ascan(self, filters: dict[str, Any] | None) -> AsyncIterator[indexplug.Passage]:
+        after: str | None = None
+        while True:
+            page = await self._guard.ascan(
+                self.index,
+                filters=filters,
+                after=after,
+                limit=SCAN_PAGE,
+                deadline_s=self.deadline_s,
+            )
+            if not isinstance(page, Scanned):
+                _fail(page)
+            for p in page.passages:
+                yield p
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    # -- querying ------------------------------------------------------------------------
+    def _search_args(self, query: VectorStoreQuery) -> tuple[str, dict[str, Any]]:
+        if query.mode not in _MODES:
+            raise UnsupportedQuery(
+                f"query mode {query.mode.value!r}: the backend's own search is the only mode "
+                "(default or text_search)"
+            )
+        text = query.query_str
+        if not text or not text.strip():
+            raise UnsupportedQuery(
+                "the query has no text (query_str): indexplug backends search by text and "
+                "never by a given embedding"
+            )
+        filters = all_of(
+            one_of(NODE_ID, query.node_ids) if query.node_ids else None,
+            one_of(REF_DOC_ID, query.doc_ids) if query.doc_ids else None,
+            translate(query.filters),
+        )
+        return text, {
+            "top_k": query.similarity_top_k,
+            "filters": filters,
+            "deadline_s": self.deadline_s,
+        }
+
+    def query_outcome(self, query: VectorStoreQuery) -> indexplug.SearchOutcome:
+        """The guard's outcome of the search :meth:`query` makes (``Searched``, ``NoMatch``,
+        ``IndexEmpty``, ``IndexFailed`` ...)."""
+        text, args = self._search_args(query)
+        return self._guard.search(self.index, text, **args)
+
+    async def aquery_outcome(self, query: VectorStoreQuery) -> indexplug.SearchOutcome:
+        """:meth:`query_outcome` through the guard's ``asearch``."""
+        text, args = self._search_args(query)
+        return await self._guard.asearch(self.index, text, **args)
+
+    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        """The ``similarity_top_k`` best nodes for ``query.query_str`` that pass its filters,
+        node ids and document ids (``node_ids=[]``, as ``as_retriever()`` sends, is no
+        restriction).  Scores are the backend's, on its score scale (in each node's
+        ``indexplug`` metadata)."""
+        return _result(self.query_outcome(query))
+
+    async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        """:meth:`query` through the guard's ``asearch``: the event loop is never blocked."""
+        return _result(await self.aquery_outcome(query))
+
+
+def _result(outcome: indexplug.SearchOutcome) -> VectorStoreQueryResult:
+    if isinstance(outcome, Searched):
+        nodes = [hit_to_node(h) for h in outcome.hits]
+        return VectorStoreQueryResult(
+            nodes=nodes,
+            similarities=[h.score for h in outcome.hits],
+            ids=[n.node_id for n in nodes],
+        )
+    if isinstance(outcome, NoMatch) or outcome.code == "INDEX_EMPTY":
+        return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
+    _fail(outcome)
+
+
+def _in_order(nodes: list[Any], node_ids: Sequence[str] | None) -> list[BaseNode]:
+    """``nodes`` in the order of ``node_ids`` when given (scans answer in passage id order)."""
+    if not node_ids:
+        return nodes
+    rank = {nid: i for i, nid in enumerate(node_ids)}
+    return sorted(nodes, key=lambda n: rank.get(n.node_id, len(rank)))
