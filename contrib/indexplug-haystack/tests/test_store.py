@@ -267,3 +267,24 @@ def test_a_corrupted_index_raises_the_typed_error(_home: Path) -> None:
     assert err.value.outcome.code == "INDEX_FAILED"  # type: ignore[attr-defined]
     with pytest.raises(indexplug.OutcomeError):
         fresh.count_documents()
+
+
+class _WithoutKeys:
+    """A backend that does not claim caller keys (as Elasticsearch does not)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.capabilities = inner.capabilities.model_copy(update={"keys": False})
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_a_backend_without_keys_is_refused_naming_the_capability() -> None:
+    inner = indexplug.open_backend("sqlite-fts5").backend
+    store = IndexplugDocumentStore("hs", guard=indexplug.Guard(_WithoutKeys(inner)))
+    with pytest.raises(indexplug.InvalidRequest, match="'keys' capability"):
+        store.write_documents([Document(id="1", content="text")])
+    with pytest.raises(indexplug.InvalidRequest, match="'keys' capability"):
+        store.delete_documents(["1"])
+    assert store.count_documents() == 0

@@ -142,6 +142,15 @@ class IndexplugDocumentStore:
                 field="op",
             )
 
+    def _check_keys(self) -> None:
+        if not getattr(self.guard.capabilities, "keys", False):
+            raise InvalidRequest(
+                f"backend {self.guard.name!r} does not claim the 'keys' capability: Haystack "
+                "document ids are indexplug caller keys, so documents cannot be written or "
+                "deleted by id there (use sqlite-fts5, chroma or colbert)",
+                field="keys",
+            )
+
     @staticmethod
     def _select(
         passages: Sequence[Passage], filters: dict[str, Any] | None, plan: Plan
@@ -156,6 +165,7 @@ class IndexplugDocumentStore:
         self, documents: Any, policy: DuplicatePolicy
     ) -> tuple[list[Document], DuplicatePolicy]:
         docs = list(check_documents(documents))
+        self._check_keys()
         if policy == DuplicatePolicy.NONE:
             policy = DuplicatePolicy.FAIL
         for d in docs:
@@ -229,6 +239,7 @@ class IndexplugDocumentStore:
 
     def delete_documents(self, document_ids: list[str]) -> None:
         """Delete the documents with these ids (ids not stored are ignored)."""
+        self._check_keys()
         keys = [k for k in dict.fromkeys(document_ids) if is_key(k)]
         for chunk in _chunks(keys, _GET_CHUNK):
             out = self.guard.remove(self.index, keys=chunk)
@@ -261,6 +272,7 @@ class IndexplugDocumentStore:
         return self._added(outcome, passages)
 
     async def delete_documents_async(self, document_ids: list[str]) -> None:
+        self._check_keys()
         keys = [k for k in dict.fromkeys(document_ids) if is_key(k)]
         for chunk in _chunks(keys, _GET_CHUNK):
             out = await self.guard.aremove(self.index, keys=chunk)
