@@ -23,9 +23,14 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 def pytest_pycollect_makeitem(
     collector: pytest.Module | pytest.Class, name: str, obj: object
 ) -> list[pytest.Function] | None:
-    """A coroutine test of this folder as a test item marked ``asyncio`` (pytest-asyncio then
-    runs it); every other item is collected as usual."""
-    if inspect.iscoroutinefunction(obj) and collector.istestfunction(obj, name):
+    """A coroutine test of langchain-tests' standard suites as a test item marked ``asyncio``
+    (pytest-asyncio then runs it); every other item is collected as usual (this folder's own
+    coroutine tests carry the mark themselves)."""
+    if (
+        inspect.iscoroutinefunction(obj)
+        and str(getattr(obj, "__module__", "")).startswith("langchain_tests.")
+        and collector.istestfunction(obj, name)
+    ):
         item = pytest.Function.from_parent(collector, name=name)
         item.add_marker(pytest.mark.asyncio)
         return [item]

@@ -61,7 +61,8 @@ class _Retriever(RetrieversIntegrationTests):
 
     @property
     def retriever_constructor(self) -> type[BaseRetriever]:
-        return IndexplugRetriever
+        retriever: type[BaseRetriever] = IndexplugRetriever
+        return retriever
 
     @property
     def retriever_constructor_params(self) -> dict[str, Any]:

@@ -23,6 +23,7 @@ import indexplug
 from indexplug.config import find_config_file, load_config
 from indexplug.errors import ConfigError, InvalidRequest
 from indexplug.names import validate_index_name
+from indexplug.outcomes import Got, Scanned
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
@@ -273,7 +274,7 @@ class IndexplugVectorStore(VectorStore):
     # -- reads ---------------------------------------------------------------------------
     @staticmethod
     def _got(outcome: Any) -> list[Document]:
-        if type(outcome).__name__ != "Got":
+        if not isinstance(outcome, Got):
             raise_outcome(outcome)
         return [passage_document(p) for p in outcome.passages]
 
@@ -332,7 +333,7 @@ class IndexplugVectorStore(VectorStore):
     def _filled(
         page: Any, ranked: list[tuple[Document, float]], k: int
     ) -> list[tuple[Document, float]]:
-        if type(page).__name__ != "Scanned":
+        if not isinstance(page, Scanned):
             raise_outcome(page)
         seen = {(d.id, d.page_content) for d, _ in ranked}
         more = [passage_document(p) for p in page.passages]
