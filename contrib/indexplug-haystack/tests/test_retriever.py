@@ -92,6 +92,10 @@ def test_no_match_and_an_empty_store_are_empty_lists() -> None:
     assert retriever.run("zebras")["documents"] == []
     empty = IndexplugRetriever(IndexplugDocumentStore("nothing", backend="sqlite-fts5"))
     assert empty.run("otters")["documents"] == []
+    # the typed answer stays reachable: an empty index is not "no match"
+    assert empty.outcome("otters").code == "INDEX_EMPTY"
+    assert retriever.outcome("zebras").code == "NO_MATCH"
+    assert retriever.outcome("otters").code == "SEARCHED"
 
 
 def test_bad_top_k_is_refused() -> None:

@@ -17,7 +17,7 @@ from haystack.document_stores.types import FilterPolicy
 from haystack.document_stores.types.filter_policy import apply_filter_policy
 from haystack.errors import FilterError
 from indexplug.guard import MAX_TOP_K
-from indexplug.outcomes import Hit, IndexEmpty, NoMatch, Searched
+from indexplug.outcomes import Hit, IndexEmpty, NoMatch, Searched, SearchOutcome
 
 from indexplug_haystack.codec import RECORD_KEY, to_document
 from indexplug_haystack.document_store import IndexplugDocumentStore, raise_outcome
@@ -107,6 +107,19 @@ class IndexplugRetriever:
 
     def _deadline(self) -> float | None:
         return self.deadline_s if self.deadline_s is not None else self.document_store.deadline_s
+
+    def outcome(
+        self, query: str, top_k: int | None = None, filters: dict[str, Any] | None = None
+    ) -> SearchOutcome:
+        """The index's own typed answer (``SEARCHED``, ``NO_MATCH``, ``INDEX_EMPTY`` or a
+        failure) to the first search :meth:`run` makes, for callers who must tell an empty
+        index from no match.  The part of ``filters`` checked after the search (see the docs
+        page) is not applied to it."""
+        k, _, plan = self._request(top_k, filters)
+        store = self.document_store
+        return store.guard.search(
+            store.index, query, top_k=k, filters=plan.pushdown, deadline_s=self._deadline()
+        )
 
     @component.output_types(documents=list[Document])
     def run(
