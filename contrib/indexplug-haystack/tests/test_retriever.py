@@ -154,3 +154,19 @@ def test_a_filter_checked_on_the_hits_asks_for_more_until_top_k_pass() -> None:
     docs = retriever.run("otters hold hands", filters=newer)["documents"]
     assert [d.id for d in docs] == ["beavers"]
     assert docs[0].meta["indexplug"]["rank"] == 2
+
+
+def test_haystacks_document_writer_indexes_into_the_store() -> None:
+    from haystack.components.writers import DocumentWriter
+    from haystack.document_stores.types import DuplicatePolicy
+
+    store = IndexplugDocumentStore("hs", backend="sqlite-fts5")
+    indexing = Pipeline()
+    indexing.add_component("writer", DocumentWriter(store, policy=DuplicatePolicy.OVERWRITE))
+    data = indexing.to_dict()
+    loaded = Pipeline.from_dict(data, allowed_modules=["indexplug_haystack"])
+    written = loaded.run({"writer": {"documents": DOCS}})["writer"]["documents_written"]
+    assert written == len(DOCS)
+    again = loaded.run({"writer": {"documents": DOCS[:1]}})["writer"]["documents_written"]
+    assert again == 1 and store.count_documents() == len(DOCS)
+    assert store.filter_documents({"field": "id", "operator": "==", "value": "otters"}) == DOCS[:1]
