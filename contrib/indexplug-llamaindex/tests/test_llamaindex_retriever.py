@@ -7,7 +7,7 @@ import asyncio
 
 import indexplug
 import pytest
-from indexplug_llamaindex import IndexplugRetriever, UnsupportedFilter
+from indexplug_llamaindex import IndexplugRetriever, MetadataRefused, UnsupportedFilter
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode
@@ -152,6 +152,15 @@ async def test_aretrieve_awaits_the_guard_and_leaves_the_loop_free(
     assert ticks > before
     with pytest.raises(indexplug.IndexEmptyError):
         await IndexplugRetriever(backend, "nothing-here").aretrieve("otters")
+
+
+def test_a_passage_with_its_own_indexplug_key_is_not_overwritten(guard: indexplug.Guard) -> None:
+    mine = indexplug.Passage.create(
+        "Owls hunt at night.", "file:///owls.md", metadata={"indexplug": "x"}
+    )
+    guard.add("owls", [mine])
+    with pytest.raises(MetadataRefused, match="will not overwrite"):
+        IndexplugRetriever(guard, "owls").retrieve("owls")
 
 
 def test_a_raising_backend_surfaces_as_index_failed() -> None:

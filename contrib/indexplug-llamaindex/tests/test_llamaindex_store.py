@@ -176,6 +176,24 @@ def test_each_filter_operator_and_condition(
     assert ids(store.get_nodes(filters=filters)) == expected
 
 
+SCALAR_CASES = [c for c in FILTER_CASES if c[0] not in ("CONTAINS", "ANY", "ALL", "nested")]
+
+
+@pytest.mark.parametrize(
+    ("name", "filters", "expected"), SCALAR_CASES, ids=[c[0] for c in SCALAR_CASES]
+)
+def test_on_scalar_fields_the_meaning_is_llamaindex_own(
+    name: str, filters: MetadataFilters, expected: set[str]
+) -> None:
+    """LlamaIndex's in-memory filter (the reference its SimpleVectorStore uses) selects the
+    same nodes as the cases above, where no field is a list."""
+    from llama_index.core.vector_stores.utils import build_metadata_filter_fn
+
+    metadata = {n.node_id: n.metadata for n in nodes()}
+    keep = build_metadata_filter_fn(lambda nid: metadata[nid], filters)
+    assert {nid for nid in metadata if keep(nid)} == expected
+
+
 @pytest.mark.parametrize(
     "filters",
     [
@@ -242,6 +260,14 @@ def test_adding_a_node_again_replaces_it(store: IndexplugVectorStore) -> None:
     assert len(got) == 1 and got[0] == new
     assert ids(store.get_nodes()) == {"a", "b", "c", "d"}
     assert ids(ask(store, "sleeping hands", filters=one("year", F.EQ, 2019)).nodes) == set()
+
+
+def test_a_node_twice_in_one_add_keeps_the_last(guard: indexplug.Guard) -> None:
+    store = IndexplugVectorStore(guard, "notes")
+    first = make_node("x", "Fact: the first version.", "doc-x")
+    last = make_node("x", "Fact: the last version.", "doc-x")
+    assert store.add([first, last]) == ["x", "x"]
+    assert store.get_nodes() == [last]
 
 
 def test_delete_by_ref_doc_id_removes_every_node_of_the_document(

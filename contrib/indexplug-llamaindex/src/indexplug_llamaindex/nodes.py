@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -196,10 +196,6 @@ def hit_to_node(hit: indexplug.Hit) -> BaseNode:
     return node
 
 
-def node_ids_of(nodes: Sequence[BaseNode]) -> list[str]:
-    return [n.node_id for n in nodes]
-
-
 def last_per_key(passages: Sequence[indexplug.Passage]) -> list[indexplug.Passage]:
     """One passage per key, the last given (adding a node twice in one call keeps the last,
     as adding it twice in two calls does)."""
@@ -208,7 +204,3 @@ def last_per_key(passages: Sequence[indexplug.Passage]) -> list[indexplug.Passag
         by_key.pop(p.key, None)
         by_key[p.key] = p
     return list(by_key.values())
-
-
-def as_mapping(value: Mapping[str, Any] | None) -> dict[str, Any]:
-    return dict(value or {})
