@@ -246,6 +246,44 @@ def test_a_late_answer_is_a_timeout_whatever_it_says(plugin: type[Fake]) -> None
     assert isinstance(out, IndexTimeout) and time.monotonic() - t0 < 0.2 + 0.05
 
 
+class Stuck(Pooled):
+    """A plugin whose calls never return until ``release`` is set."""
+
+    name = "stuck"
+
+    def __init__(self) -> None:
+        super().__init__(searched(hit(1, 2.0)))
+        self.release = threading.Event()
+
+    def _answer(self) -> Any:
+        self.release.wait(30)
+        return super()._answer()
+
+
+def test_a_backend_that_never_answers_holds_up_no_other_backend(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each backend has its own threads: one whose calls never return fills only its own, so
+    another backend's caller gets its answer, not a timeout spent waiting for a thread."""
+    import indexplug.guard as guard_mod
+
+    monkeypatch.setattr(guard_mod, "POOL_WORKERS", 2)
+    monkeypatch.setattr(guard_mod, "_POOLS", {})
+    stuck = Stuck()
+    try:
+        g = Guard(stuck)
+        for _ in range(3):  # more calls than its threads: every one a timeout at its deadline
+            t0 = time.monotonic()
+            assert isinstance(g.search("i", "q", deadline_s=0.05), IndexTimeout)
+            assert time.monotonic() - t0 < 0.05 + 0.05
+        healthy = Pooled(searched(hit(1, 2.0)))
+        out = Guard(healthy).search("i", "q", deadline_s=0.5)
+        assert isinstance(out, Searched) and healthy.calls == 1
+        assert healthy.thread.name.startswith("indexplug-fake")
+    finally:
+        stuck.release.set()
+
+
 def test_a_late_answer_finished_after_the_deadline_is_a_timeout_even_if_collected() -> None:
     """An answer the plugin gives after its deadline, while the caller is still waiting for
     the guard's checks, is a timeout too (decided by when the plugin answered)."""

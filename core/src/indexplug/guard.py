@@ -113,8 +113,21 @@ CHECKED_PASSAGES = 16_384
 READY_TTL_S = 1.0
 """A *ready* answer is trusted this long; a not-ready one is asked again on every call."""
 
-_POOL = LazyPool(64, "indexplug-op")
-"""Where every backend call runs (abandoned at its deadline)."""
+POOL_WORKERS = 32
+"""Threads of each backend's pool."""
+_POOLS: dict[str, LazyPool] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(plugin: str) -> LazyPool:
+    """Where every call of backend ``plugin`` runs (abandoned at its deadline): one pool per
+    backend, so a backend whose calls never return fills only its own threads, and another
+    backend's callers never wait behind them for a thread and time out for it."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get(plugin)
+        if pool is None:
+            pool = _POOLS[plugin] = LazyPool(POOL_WORKERS, f"indexplug-{plugin}")
+        return pool
 
 _SCALARS = (str, int, float, bool)
 FILTER_TYPES = (Condition, And, Or, Not)
@@ -147,6 +160,7 @@ class Guard:
     def __init__(self, backend: IndexBackend, *, plugin: str | None = None) -> None:
         self.backend = backend
         self.plugin = plugin or getattr(backend, "name", type(backend).__name__)
+        self._pool = _pool(str(self.plugin))
         self._ready_until = 0.0
         self._ready_lock = threading.Lock()
         self._checked: dict[str, Passage] = {}
@@ -1023,7 +1037,7 @@ class Guard:
         ready = self._ready()
         if not ready.ready:
             return self._not_ready(plan, ready)
-        future: Future[Any] = _POOL.get().submit(self._answer, plan)
+        future: Future[Any] = self._pool.get().submit(self._answer, plan)
         try:
             out = future.result(timeout=plan.deadline.remaining() + SETTLE_S)
         except TimeoutError:
@@ -1060,9 +1074,9 @@ class Guard:
                 )
             except Exception as exc:
                 return self._raised(plan, exc)
-            future = _POOL.get().submit(self._finish, plan, raw)
+            future = self._pool.get().submit(self._finish, plan, raw)
         else:
-            future = _POOL.get().submit(self._answer, plan)
+            future = self._pool.get().submit(self._answer, plan)
         try:
             out = await asyncio.wait_for(
                 asyncio.wrap_future(future), timeout=plan.deadline.remaining() + SETTLE_S
