@@ -129,6 +129,7 @@ def _pool(plugin: str) -> LazyPool:
             pool = _POOLS[plugin] = LazyPool(POOL_WORKERS, f"indexplug-{plugin}")
         return pool
 
+
 _SCALARS = (str, int, float, bool)
 FILTER_TYPES = (Condition, And, Or, Not)
 _LISTS = (list, MetadataList)
