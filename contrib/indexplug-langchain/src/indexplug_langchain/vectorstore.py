@@ -310,35 +310,41 @@ class IndexplugVectorStore(VectorStore):
         """:meth:`search_outcome` through the guard's ``asearch``."""
         return await self.guard.asearch(self.index, query, **self._search_args(k, kwargs))
 
-    def _ranked(self, outcome: Any) -> list[tuple[Document, float]] | None:
-        """The ranked documents of a search outcome; ``None`` for an empty index (nothing to
-        fill from); the typed error for a failure."""
+    @staticmethod
+    def _ranked(outcome: Any) -> list[tuple[indexplug.Passage, float]] | None:
+        """The ranked passages of a search outcome with their scores; ``None`` for an empty
+        index (nothing to fill from); the typed error for a failure."""
         if isinstance(outcome, indexplug.Searched):
-            return [(passage_document(h.passage), h.score) for h in outcome.hits]
+            return [(h.passage, h.score) for h in outcome.hits]
         if isinstance(outcome, indexplug.NoMatch):
             return []
         if isinstance(outcome, indexplug.IndexEmpty):
             return None
         raise_outcome(outcome)
 
-    def _wants_fill(self, ranked: list[tuple[Document, float]] | None, k: int) -> bool:
+    def _wants_fill(self, ranked: list[tuple[indexplug.Passage, float]], k: int) -> bool:
         return (
-            ranked is not None
-            and self.fill_to_k
+            self.fill_to_k
             and len(ranked) < k
             and bool(getattr(self.guard.capabilities, "scan", False))
         )
 
     @staticmethod
     def _filled(
-        page: Any, ranked: list[tuple[Document, float]], k: int
-    ) -> list[tuple[Document, float]]:
+        page: Any, ranked: list[tuple[indexplug.Passage, float]], k: int
+    ) -> list[tuple[indexplug.Passage, float]]:
+        """``ranked`` followed by the scanned passages it does not hold, up to ``k``."""
         if not isinstance(page, Scanned):
             raise_outcome(page)
-        seen = {(d.id, d.page_content) for d, _ in ranked}
-        more = [passage_document(p) for p in page.passages]
-        extra = [(d, FILL_SCORE) for d in more if (d.id, d.page_content) not in seen]
+        seen = {p.id for p, _ in ranked}
+        extra = [(p, FILL_SCORE) for p in page.passages if p.id not in seen]
         return ranked + extra[: k - len(ranked)]
+
+    @staticmethod
+    def _scored(
+        ranked: list[tuple[indexplug.Passage, float]] | None,
+    ) -> list[tuple[Document, float]]:
+        return [(passage_document(p), score) for p, score in ranked or []]
 
     def similarity_search_with_score(
         self, query: str, k: int = 4, **kwargs: Any
@@ -355,7 +361,7 @@ class IndexplugVectorStore(VectorStore):
                 deadline_s=self.deadline_s,
             )
             ranked = self._filled(page, ranked, k)
-        return ranked or []
+        return self._scored(ranked)
 
     async def asimilarity_search_with_score(
         self, query: str, k: int = 4, **kwargs: Any
@@ -371,7 +377,7 @@ class IndexplugVectorStore(VectorStore):
                 deadline_s=self.deadline_s,
             )
             ranked = self._filled(page, ranked, k)
-        return ranked or []
+        return self._scored(ranked)
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         """The ``k`` nearest documents (see :meth:`similarity_search_with_score`)."""
