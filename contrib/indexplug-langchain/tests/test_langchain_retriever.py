@@ -41,10 +41,10 @@ def test_hits_become_documents_and_chain(backend: indexplug.Guard) -> None:
     assert docs[0].id == "doc-0"
     ours = docs[0].metadata[NAMESPACE]
     assert ours["rank"] == 1 and ours["score_scale"] == "fts5_bm25" and ours["untrusted"] is True
-    assert ours["key"] == "doc-0" and len(ours["id"]) == 64
+    assert ours["key"] == "doc-0" and len(ours["passage_id"]) == 64
 
     def sources(ds: list[Document]) -> list[str]:
-        return [d.metadata[NAMESPACE]["source"] for d in ds]
+        return [d.metadata[NAMESPACE]["uri"] for d in ds]
 
     chain = r | RunnableLambda(sources)
     assert chain.invoke("lava") == ["file:///3.md"]

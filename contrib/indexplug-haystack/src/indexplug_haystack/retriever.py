@@ -37,10 +37,11 @@ def _with_fields(doc: Document, hit: Hit) -> Document:
     p = hit.passage
     doc.meta[RECORD_KEY] = {
         "passage_id": p.id,
+        "key": p.key,
         "rank": hit.rank,
         "score_scale": hit.score_scale,
         "untrusted": hit.untrusted,
-        "source": p.source.uri,
+        "uri": p.source.uri,
         "start": p.start,
         "end": p.end,
     }

@@ -122,12 +122,12 @@ def hit_document(hit: indexplug.Hit) -> Document:
     if NAMESPACE in meta:
         raise ReservedMetadataKey(f"stored with passage {p.id[:12]}... outside this adapter")
     meta[NAMESPACE] = {
-        "id": p.id,
+        "passage_id": p.id,
         "key": p.key,
         "rank": hit.rank,
         "score": hit.score,
         "score_scale": hit.score_scale,
-        "source": p.source.uri,
+        "uri": p.source.uri,
         "start": p.start,
         "end": p.end,
         "untrusted": hit.untrusted,
