@@ -4,7 +4,8 @@
    conformance kit; its committed report card matches a fresh one.
 2. The backend template, copied and renamed by ``new_backend.py``, installs and passes the kit
    under its new name, so the template cannot rot.
-3. The LangChain and LlamaIndex adapters' tests, with the real frameworks installed.
+
+The LangChain, LlamaIndex and Haystack adapters have a tox env of their own (``adapters``).
 """
 
 from __future__ import annotations
@@ -45,8 +46,6 @@ def main(extra: list[str]) -> None:
         *extra,
         str(HERE / "indexplug-usearch" / "tests"),
         str(HERE / "backend-template" / "tests"),
-        str(HERE / "indexplug-langchain" / "tests"),
-        str(HERE / "indexplug-llamaindex" / "tests"),
     )
 
     fresh = json.loads(
