@@ -452,6 +452,32 @@ def test_scan_all_ends_with_the_failure() -> None:
     assert pages[-1].error_type == "OSError"  # type: ignore[union-attr]
 
 
+def test_ascan_all_gives_the_pages_of_scan_all_and_ends_with_the_failure() -> None:
+    import asyncio
+
+    async def pages(g: Guard, **kw: Any) -> list[Any]:
+        return [page async for page in g.ascan_all("docs", **kw)]
+
+    g, _, ps = filled(n=7)
+    ids = sorted(p.id for p in ps)
+    got = asyncio.run(pages(g, page=3))
+    assert [type(p) for p in got] == [Scanned] * 3
+    assert [p.id for page in got for p in page.passages] == ids
+    english = [i for i in ids[2:] if i in {p.id for p in ps if p.metadata["lang"] == "en"}]
+    got = asyncio.run(pages(g, filters={"lang": "en"}, after=ids[1], page=2))
+    assert [p.id for page in got for p in page.passages] == english
+
+    class FailsSecondPage(Mem):
+        def scan(self, index: str, *, after: str | None, **kw: Any) -> Any:
+            if after is not None:
+                raise OSError("disk gone")
+            return super().scan(index, after=after, **kw)
+
+    g, _, _ = filled(FailsSecondPage(), n=5)
+    got = asyncio.run(pages(g, page=2))
+    assert [type(p) for p in got] == [Scanned, IndexFailed]
+
+
 # -- filters in search and scan: what each backend is given ------------------------------------
 
 

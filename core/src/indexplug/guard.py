@@ -27,7 +27,7 @@ import inspect
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime
@@ -400,6 +400,27 @@ class Guard:
         cursor = after
         while True:
             out = self.scan(index, filters=filters, after=cursor, limit=page, deadline_s=deadline_s)
+            yield out
+            if not isinstance(out, Scanned) or out.next_after is None:
+                return
+            cursor = out.next_after
+
+    async def ascan_all(
+        self,
+        index: str,
+        *,
+        filters: Mapping[str, Any] | Filter | None = None,
+        after: str | None = None,
+        page: int = 500,
+        deadline_s: float | None = None,
+    ) -> AsyncIterator[Scanned | IndexFailed | IndexTimeout | IndexUnavailable]:
+        """:meth:`scan_all` as an async iterator: every page of :meth:`ascan`, in order, a
+        failure yielded as the last item."""
+        cursor = after
+        while True:
+            out = await self.ascan(
+                index, filters=filters, after=cursor, limit=page, deadline_s=deadline_s
+            )
             yield out
             if not isinstance(out, Scanned) or out.next_after is None:
                 return

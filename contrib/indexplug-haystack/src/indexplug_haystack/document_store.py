@@ -289,22 +289,13 @@ class IndexplugDocumentStore:
             yield from page.passages
 
     async def _ascan(self, plan: Plan) -> AsyncIterator[Passage]:
-        cursor: str | None = None
-        while True:
-            page = await self.guard.ascan(
-                self.index,
-                filters=plan.pushdown,
-                after=cursor,
-                limit=_SCAN_PAGE,
-                deadline_s=self.deadline_s,
-            )
+        async for page in self.guard.ascan_all(
+            self.index, filters=plan.pushdown, page=_SCAN_PAGE, deadline_s=self.deadline_s
+        ):
             if not isinstance(page, Scanned):
                 raise_outcome(page)
             for p in page.passages:
                 yield p
-            if page.next_after is None:
-                return
-            cursor = page.next_after
 
 
 def _chunks(items: list[str], size: int) -> Iterator[list[str]]:

@@ -264,22 +264,13 @@ class IndexplugVectorStore(BasePydanticVectorStore):
             yield from page.passages
 
     async def _ascan(self, filters: dict[str, Any] | None) -> AsyncIterator[indexplug.Passage]:
-        after: str | None = None
-        while True:
-            page = await self._guard.ascan(
-                self.index,
-                filters=filters,
-                after=after,
-                limit=SCAN_PAGE,
-                deadline_s=self.deadline_s,
-            )
+        async for page in self._guard.ascan_all(
+            self.index, filters=filters, page=SCAN_PAGE, deadline_s=self.deadline_s
+        ):
             if not isinstance(page, Scanned):
                 _fail(page)
             for p in page.passages:
                 yield p
-            if page.next_after is None:
-                return
-            after = page.next_after
 
     # -- querying ------------------------------------------------------------------------
     def _search_args(self, query: VectorStoreQuery) -> tuple[str, dict[str, Any]]:
