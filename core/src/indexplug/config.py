@@ -286,6 +286,16 @@ def find_config_file(explicit: Path | None = None) -> Path | None:
     return None
 
 
+def open_index(name: str, config: str | os.PathLike[str] | None = None) -> Target:
+    """The guarded backend of index ``name`` as an ``indexplug.toml`` describes it (``config``,
+    else the file the CLI finds: see :func:`find_config_file`), with its settings and
+    ``max_bytes``: what a library built on indexplug (an adapter) opens by index name."""
+    path = find_config_file(Path(config) if config is not None else None)
+    if path is None:
+        raise ConfigError(f"no indexplug.toml found for index {name!r} (give its path)")
+    return load_config(path).target(name)
+
+
 def _where(loc: tuple[Any, ...]) -> str:
     parts = [str(p) for p in loc]
     if len(parts) >= 2 and parts[0] == "indexes":

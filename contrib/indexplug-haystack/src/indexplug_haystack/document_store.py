@@ -81,16 +81,9 @@ class IndexplugDocumentStore:
             self.guard: Guard = guard
             self.index = index
         elif config_index is not None:
-            from pathlib import Path
+            from indexplug.config import open_index
 
-            from indexplug.config import find_config_file, load_config
-
-            path = find_config_file(Path(config_path) if config_path else None)
-            if path is None:
-                raise indexplug.ConfigError(
-                    f"no indexplug.toml found for index {config_index!r} (give config_path)"
-                )
-            target = load_config(path).target(config_index)
+            target = open_index(config_index, config_path or None)
             self.guard = target.guard
             self.index = target.index
             if self.max_bytes is None:

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import indexplug
-from indexplug.config import find_config_file, load_config
-from indexplug.errors import ConfigError
+from indexplug.config import open_index
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
     CallbackManagerForRetrieverRun,
@@ -87,10 +86,7 @@ class IndexplugRetriever(BaseRetriever):
     ) -> IndexplugRetriever:
         """Over index ``index`` of an ``indexplug.toml`` (``config_path``, else the file the
         CLI would use: ``INDEXPLUG_CONFIG``, ``./indexplug.toml``, the user folder)."""
-        path = find_config_file(Path(config_path) if config_path is not None else None)
-        if path is None:
-            raise ConfigError("no indexplug.toml found (give config_path)")
-        target = load_config(path).target(index)
+        target = open_index(index, config_path)
         return cls(backend=target.guard, index=target.index, **kw)
 
     def _args(self, kwargs: dict[str, Any]) -> tuple[int, Any]:

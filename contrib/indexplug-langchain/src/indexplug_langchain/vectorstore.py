@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import indexplug
-from indexplug.config import find_config_file, load_config
-from indexplug.errors import ConfigError, InvalidRequest
+from indexplug.config import open_index
+from indexplug.errors import InvalidRequest
 from indexplug.names import validate_index_name
 from indexplug.outcomes import Got, Scanned
 from langchain_core.documents import Document
@@ -103,10 +103,7 @@ class IndexplugVectorStore(VectorStore):
     ) -> IndexplugVectorStore:
         """Over index ``index`` of an ``indexplug.toml`` (``config_path``, else the file the
         CLI would use), with its backend, settings and ``max_bytes``."""
-        path = find_config_file(Path(config_path) if config_path is not None else None)
-        if path is None:
-            raise ConfigError("no indexplug.toml found (give config_path)")
-        target = load_config(path).target(index)
+        target = open_index(index, config_path)
         kwargs.setdefault("max_bytes", target.max_bytes)
         return cls(target.guard, target.index, **kwargs)
 

@@ -107,12 +107,9 @@ class IndexplugVectorStore(BasePydanticVectorStore):
     ) -> IndexplugVectorStore:
         """A store over the index ``name`` of ``indexplug.toml`` (``config``, else the file
         indexplug finds: ``INDEXPLUG_CONFIG``, ``./indexplug.toml``, the user folder)."""
-        from indexplug.config import find_config_file, load_config
+        from indexplug.config import open_index
 
-        path = find_config_file(Path(config) if config is not None else None)
-        if path is None:
-            raise indexplug.ConfigError("no indexplug.toml found (give its path as config)")
-        target = load_config(path).target(name)
+        target = open_index(name, config)
         return cls(target.guard, target.index, deadline_s=deadline_s)
 
     @classmethod
