@@ -1,6 +1,11 @@
 """LangChain over indexplug: a retriever and a vector store, with typed failures."""
 
-from indexplug_langchain._convert import NAMESPACE, ReservedMetadataKey, UnstorableMetadata
+from indexplug_langchain._convert import (
+    NAMESPACE,
+    NoRelevanceScale,
+    ReservedMetadataKey,
+    UnstorableMetadata,
+)
 from indexplug_langchain.retriever import IndexplugRetriever
 from indexplug_langchain.vectorstore import IndexplugVectorStore
 
@@ -8,6 +13,7 @@ __all__ = [
     "NAMESPACE",
     "IndexplugRetriever",
     "IndexplugVectorStore",
+    "NoRelevanceScale",
     "ReservedMetadataKey",
     "UnstorableMetadata",
 ]

@@ -39,6 +39,12 @@ class UnstorableMetadata(InvalidRequest):
     """A metadata value indexplug cannot store as it is (indexplug metadata is flat)."""
 
 
+class NoRelevanceScale(InvalidRequest, NotImplementedError):
+    """Relevance scores (0 to 1) asked of a backend whose scores have no such reading (BM25
+    is comparable within one search only).  A ``NotImplementedError`` too, which is what
+    LangChain's own stores raise for it."""
+
+
 def _scalar(value: Any) -> bool:
     if type(value) is float:
         return math.isfinite(value)

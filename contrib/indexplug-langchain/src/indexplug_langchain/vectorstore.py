@@ -29,6 +29,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from indexplug_langchain._convert import (
+    NoRelevanceScale,
     filter_argument,
     lookup,
     passage_document,
@@ -391,9 +392,10 @@ class IndexplugVectorStore(VectorStore):
         scale = self.guard.score_scale
         if getattr(scale, "name", None) == "cosine":
             return _same
-        raise NotImplementedError(
+        raise NoRelevanceScale(
             f"scores on scale {getattr(scale, 'name', scale)!r} have no relevance from 0 to 1 "
-            "(use similarity_search_with_score)"
+            "(use similarity_search_with_score)",
+            field="score_scale",
         )
 
 
