@@ -439,13 +439,16 @@ def test_a_scan_breaking_the_contract_fails(
     violation(g.scan("docs", **call), words)
 
 
-def test_scan_all_ends_with_the_failure() -> None:
-    class FailsSecondPage(Mem):
-        def scan(self, index: str, *, after: str | None, **kw: Any) -> Any:
-            if after is not None:
-                raise OSError("disk gone")
-            return super().scan(index, after=after, **kw)
+class FailsSecondPage(Mem):
+    """Answers the first page of a scan; any later page fails."""
 
+    def scan(self, index: str, *, after: str | None, **kw: Any) -> Any:
+        if after is not None:
+            raise OSError("disk gone")
+        return super().scan(index, after=after, **kw)
+
+
+def test_scan_all_ends_with_the_failure() -> None:
     g, _, _ = filled(FailsSecondPage(), n=5)
     pages = list(g.scan_all("docs", page=2))
     assert [type(p) for p in pages] == [Scanned, IndexFailed]
@@ -466,12 +469,6 @@ def test_ascan_all_gives_the_pages_of_scan_all_and_ends_with_the_failure() -> No
     english = [i for i in ids[2:] if i in {p.id for p in ps if p.metadata["lang"] == "en"}]
     got = asyncio.run(pages(g, filters={"lang": "en"}, after=ids[1], page=2))
     assert [p.id for page in got for p in page.passages] == english
-
-    class FailsSecondPage(Mem):
-        def scan(self, index: str, *, after: str | None, **kw: Any) -> Any:
-            if after is not None:
-                raise OSError("disk gone")
-            return super().scan(index, after=after, **kw)
 
     g, _, _ = filled(FailsSecondPage(), n=5)
     got = asyncio.run(pages(g, page=2))

@@ -3,8 +3,6 @@ passages written by indexplug itself (not by the vector store)."""
 
 from __future__ import annotations
 
-import asyncio
-
 import indexplug
 import pytest
 from indexplug_llamaindex import IndexplugRetriever, MetadataRefused, UnsupportedFilter
@@ -17,6 +15,7 @@ from llama_index.core.vector_stores.types import (
     MetadataFilter,
     MetadataFilters,
 )
+from llamaindex_ticker import ticking
 
 OTTERS = indexplug.Passage.create(
     "Otters hold hands while sleeping.",
@@ -131,25 +130,11 @@ async def test_aretrieve_awaits_the_guard_and_leaves_the_loop_free(
     backend: indexplug.Guard,
 ) -> None:
     retriever = IndexplugRetriever(backend, "notes", similarity_top_k=2, filters={"year": 2019})
-    ticks = 0
-    stop = asyncio.Event()
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while not stop.is_set():
-            ticks += 1
-            await asyncio.sleep(0)
-
-    task = asyncio.create_task(ticker())
-    await asyncio.sleep(0)
-    before = ticks
-    try:
+    async with ticking() as ticks:
+        before = ticks.count
         found = await retriever.aretrieve("otters")
-    finally:
-        stop.set()
-        await task
     assert [n.node.node_id for n in found] == [OTTERS.id]
-    assert ticks > before
+    assert ticks.count > before
     with pytest.raises(indexplug.IndexEmptyError):
         await IndexplugRetriever(backend, "nothing-here").aretrieve("otters")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import socket
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQuery,
     VectorStoreQueryMode,
 )
+from llamaindex_ticker import ticking
 
 F = FilterOperator
 ADAPTER_WORDS = ("passage_id", "score_scale", "untrusted", "indexplug", "rank")
@@ -358,33 +358,19 @@ def test_vector_store_index_retriever_and_query_engine(guard: indexplug.Guard) -
 @pytest.mark.asyncio
 async def test_async_forms_do_not_block_the_event_loop(guard: indexplug.Guard) -> None:
     store = IndexplugVectorStore(guard, "notes")
-    ticks = 0
-    stop = asyncio.Event()
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while not stop.is_set():
-            ticks += 1
-            await asyncio.sleep(0)
-
-    task = asyncio.create_task(ticker())
-    await asyncio.sleep(0)
-    try:
-        before = ticks
+    async with ticking() as ticks:
+        before = ticks.count
         assert await store.async_add(nodes()) == ["a", "b", "c", "d"]
-        after_add = ticks
+        after_add = ticks.count
         result = await store.aquery(
             VectorStoreQuery(query_str="fact", similarity_top_k=10, filters=one("year", F.GT, 2020))
         )
-        after_query = ticks
+        after_query = ticks.count
         got = await store.aget_nodes(node_ids=["b"])
         await store.adelete("doc-volcano")
         left = await store.aget_nodes()
         await store.adelete_nodes(node_ids=["a"])
         final = await store.aget_nodes(filters=one("animal", F.EQ, "otter"))
-    finally:
-        stop.set()
-        await task
     assert ids(result.nodes) == {"b", "c"}
     assert [n.node_id for n in got] == ["b"]
     assert ids(left) == {"a", "b"} and ids(final) == {"b"}

@@ -3,9 +3,9 @@
 Embedding is the expensive part of building a dense index (thousands of model calls against a
 few milliseconds of storage), and the same passages are embedded again and again: re-indexing
 a folder, rebuilding an index after a budget refusal, indexing one corpus into two backends,
-re-running an evaluation.  A passage id is the content address of its text, uri and span, so
-"same embedder name + same passage id" means "same input to the same model": the vector can be
-reused instead of computed.
+re-running an evaluation.  A passage id is the content address of its text, uri, span and
+caller key, so "same embedder name + same passage id" means "same input to the same model": the
+vector can be reused instead of computed.
 
 Layout: one small SQLite file per embedder under ``<indexplug home>/embedcache/`` (WAL mode, so
 several processes can share it), each row one passage's vector(s) for one granularity as a

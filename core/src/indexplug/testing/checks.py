@@ -692,10 +692,10 @@ def _check_hits(
             fail(f"{what}: scores are out of order at rank {i} ({prev} then {hit.score})")
         prev = hit.score
         p = hit.passage
-        if p.id != passage_id(p.text, p.source.uri, p.start, p.end, p.key):
+        if p.id != p.expected_id():
             fail(
                 f"{what}: hit {i} carries id {p.id[:12]}…, which is not the content address "
-                "of its text, uri and span"
+                "of its text, uri, span and key"
             )
         if p.id in ids:
             fail(f"{what}: passage {p.id[:12]}… is returned twice")

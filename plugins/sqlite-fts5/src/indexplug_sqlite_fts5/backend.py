@@ -225,7 +225,7 @@ class SqliteFts5Backend:
         self._local = threading.local()
         self._all: weakref.WeakSet[_Connection] = weakref.WeakSet()
         """Every open connection, for :meth:`close`.  Weak: connections are per thread (the
-        guard calls this backend on the caller's thread), and when a caller's thread ends, its
+        guard calls this backend on its worker threads), and when a thread ends, its
         thread-local connections are dropped and closed with it instead of piling up here."""
         self._all_lock = threading.Lock()
         self._searched: set[str] = set()
@@ -568,7 +568,8 @@ class SqliteFts5Backend:
                         stats = self._term_stats(index, conn)
                         stats.sync(conn, int(version))
                         warm = index in self._searched
-                        self._searched.add(index)
+                        if not warm:
+                            self._searched.add(index)
                         if warm and pruning.fits(stats, self.postings_bytes):
                             from indexplug_sqlite_fts5 import postings  # numpy: when used
 
