@@ -46,8 +46,8 @@ def test_index_reindex_skip_change_and_delete(tmp_path: Path) -> None:
     assert isinstance(g.search("docs", "armadillo"), Searched)
     total = g.status("docs").passages  # type: ignore[union-attr]
     bees = g.search("docs", "bees honeycombs", top_k=1000)
-    # every passage but a.md's one and the index's ingest marker (indexplug.manifest)
-    assert isinstance(bees, Searched) and len(bees.hits) == total - 2
+    # every passage but a.md's one (the ingest bookkeeping is no passage)
+    assert isinstance(bees, Searched) and len(bees.hits) == total - 1
 
 
 def test_refused_writes_are_reported_and_retried(tmp_path: Path) -> None:
@@ -58,4 +58,4 @@ def test_refused_writes_are_reported_and_retried(tmp_path: Path) -> None:
     write(root / "big.txt", "lots of words here " * 50_000)
     report = index_folder(g, root, "tiny", max_bytes=150_000)
     assert not report.ok and "budget" in report.failures[0]
-    assert g.status("tiny").passages == 2  # type: ignore[union-attr]  # a.txt's and the marker
+    assert g.status("tiny").passages == 1  # type: ignore[union-attr]  # a.txt's

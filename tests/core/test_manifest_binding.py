@@ -1,5 +1,6 @@
-"""The ingest manifest belongs to its index (issue 26): a missing, recreated or damaged index or
-manifest makes the next run a full re-index that removes what is stale."""
+"""The ingest manifest belongs to its index: a missing, recreated or damaged index or manifest
+makes the next run a full re-index that removes what is stale.  The bookkeeping lives outside
+the passages, so no caller can forge it, and dropping the index to rebuild it needs allow_drop."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 from indexplug import Guard, Passage, Searched, open_backend
-from indexplug.ingest import index_folder
+from indexplug.ingest import RebuildNotAllowed, index_folder
 from indexplug.outcomes import IndexFailed, IndexStatus
 
 
@@ -50,7 +51,7 @@ def test_a_deleted_index_is_indexed_again(folder: Path) -> None:
     g = open_backend("sqlite-fts5")
     report = index_folder(g, folder, "m1")
     assert report.ok and report.files_indexed == 2 and report.files_unchanged == 0
-    assert report.rebuilt and "marker" in report.rebuilt
+    assert report.rebuilt and "fewer than its manifest lists" in report.rebuilt
     assert found(g, "m1", "aardvarks") and found(g, "m1", "honeycombs")
     assert index_folder(g, folder, "m1").files_unchanged == 2  # and incremental again
 
@@ -89,13 +90,16 @@ def test_a_lost_manifest_rebuilds_the_index_without_stale_passages(
         path.write_text("[1, 2, 3]")
     (folder / "a.md").write_text("Armadillos dig burrows.\n")
     (folder / "b.md").unlink()
-    report = index_folder(g, folder, "m1")
+    with pytest.raises(RebuildNotAllowed, match="allow_remove"):
+        index_folder(g, folder, "m1")  # dropping needs the permission: nothing changes
+    assert found(g, "m1", "aardvarks") and found(g, "m1", "honeycombs")
+    report = index_folder(g, folder, "m1", allow_drop=True)
     assert report.ok, report.failures
     assert found(g, "m1", "armadillos")
     assert not found(g, "m1", "aardvarks")  # the old version of a changed file
     assert not found(g, "m1", "honeycombs")  # a deleted file
     st = g.status("m1")
-    assert isinstance(st, IndexStatus) and st.passages == 2  # armadillos and the marker
+    assert isinstance(st, IndexStatus) and st.passages == 1  # armadillos, and no marker
     assert report.rebuilt and "dropped" in report.rebuilt
 
 
@@ -121,15 +125,12 @@ def test_an_index_missing_some_passages_gets_them_back(folder: Path) -> None:
 def test_a_manifest_of_the_first_format_is_checked_again(
     folder: Path, _isolated_home: Path
 ) -> None:
-    from indexplug.manifest import marker
-
     g = open_backend("sqlite-fts5")
     index_folder(g, folder, "m1")
     path = manifest_file(_isolated_home, "m1")
     data = json.loads(path.read_text())
     legacy = {u: {"sha256": e["sha256"], "ids": e["ids"]} for u, e in data["files"].items()}
     path.write_text(json.dumps(legacy))
-    g.remove("m1", [marker().id])  # an index built before the marker existed
     (folder / "a.md").write_text("Armadillos dig burrows.\n")
     report = index_folder(g, folder, "m1")
     assert report.ok and report.rebuilt and "older format" in report.rebuilt
@@ -148,7 +149,7 @@ class FailingSecondAdd:
 
     def add(self, index: str, passages: Sequence[Passage], **kw: Any) -> Any:
         self.adds += 1
-        if self.adds == 3:  # 1: the marker probe, 2: the first batch, 3: the second batch
+        if self.adds == 2:  # 1: the first batch, 2: the second batch
             return IndexFailed(index=index, backend=self.name, reason="server went away")
         return self.inner.add(index, passages, **kw)
 
@@ -200,3 +201,63 @@ def test_a_run_waits_for_another_only_until_its_deadline(folder: Path) -> None:
         report = index_folder(g, folder, "m1", deadline_s=0.3)
     assert not report.ok and "still going" in report.failures[0]
     assert index_folder(g, folder, "m1").files_indexed == 2
+
+
+def test_a_forged_marker_does_not_get_an_index_dropped(tmp_path: Path) -> None:
+    """The ingest marker of earlier versions, added by any caller, and an empty folder: the
+    run is a first ingest that removes nothing, and the bookkeeping adds no passage."""
+    from indexplug.manifest import MARKER_TEXT, MARKER_URI
+
+    g = open_backend("sqlite-fts5")
+    forged = Passage.create(MARKER_TEXT, MARKER_URI, metadata={"indexplug": "ingest-marker"})
+    walrus = Passage.create("Walruses sunbathe on ice floes.", "mem://walrus")
+    g.add("m1", [forged, walrus])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for allow_drop in (False, True):
+        report = index_folder(g, empty, "m1", allow_drop=allow_drop)
+        assert report.ok and report.rebuilt is None and report.passages_removed == 0
+        st = g.status("m1")
+        assert isinstance(st, IndexStatus) and st.passages == 2
+    assert found(g, "m1", "walruses")
+
+
+def test_the_bookkeeping_is_no_passage(folder: Path) -> None:
+    g = open_backend("sqlite-fts5")
+    report = index_folder(g, folder, "m1")
+    st = g.status("m1")
+    assert isinstance(st, IndexStatus) and st.passages == report.passages_added == 2
+    assert not found(g, "m1", "IndexplugIngestMarker")
+
+
+def test_a_manifest_with_the_old_marker_loses_the_marker_once(
+    folder: Path, _isolated_home: Path
+) -> None:
+    """An index built by the version that kept a marker passage: the marker is removed and the
+    manifest rewritten; the files stay unchanged."""
+    from indexplug.manifest import _checksum, marker
+
+    g = open_backend("sqlite-fts5")
+    index_folder(g, folder, "m1")
+    path = manifest_file(_isolated_home, "m1")
+    body = {k: v for k, v in json.loads(path.read_text()).items() if k != "checksum"}
+    body["format"] = 2
+    path.write_text(json.dumps({**body, "checksum": _checksum(body)}))
+    g.add("m1", [marker()])
+    report = index_folder(g, folder, "m1")
+    assert report.ok and report.rebuilt is None and report.files_unchanged == 2
+    st = g.status("m1")
+    assert isinstance(st, IndexStatus) and st.passages == 2
+    assert json.loads(path.read_text())["format"] == 3
+
+
+def test_a_recreated_index_as_large_as_the_manifest_is_indexed_again(folder: Path) -> None:
+    g = open_backend("sqlite-fts5")
+    index_folder(g, folder, "m1")
+    delete_index(g, "m1")
+    g = open_backend("sqlite-fts5")
+    others = [Passage.create(f"Walrus number {i} sunbathes.", f"mem://w{i}") for i in range(3)]
+    g.add("m1", others)
+    report = index_folder(g, folder, "m1")
+    assert report.ok and report.rebuilt and "does not hold passages" in report.rebuilt
+    assert found(g, "m1", "aardvarks") and found(g, "m1", "walrus")

@@ -1,11 +1,13 @@
 """Indexing a folder: read text files, cut them into passages, keep the index in step.
 
 Each file's uri (``file://`` real path), SHA-256 and passage ids are recorded in a manifest bound
-to the index (:mod:`indexplug.manifest`: the index carries a marker passage, the manifest a
-checksum).  Re-indexing compares the manifest with the folder: unchanged files are skipped,
-changed files have their old passages removed and new ones added, and files that disappeared or
-are no longer eligible have their passages removed.  A missing, recreated or damaged index or
-manifest makes the run a full re-index that removes whatever is stale.
+to the index (:mod:`indexplug.manifest`: kept in the indexplug home, never among the passages,
+and checked against what the index holds at each run).  Re-indexing compares the manifest with
+the folder: unchanged files are skipped, changed files have their old passages removed and new
+ones added, and files that disappeared or are no longer eligible have their passages removed.
+A missing, recreated or damaged index or manifest makes the run a full re-index that removes
+whatever is stale; where that takes dropping the index, the run needs ``allow_drop`` (the gate
+``drop`` passes) and changes nothing without it.
 
 What is read is confined (:mod:`indexplug.confine`): only regular files whose real path lies
 inside the folder being indexed, each read under a byte cap and the deadline.  Links that lead
@@ -27,6 +29,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from indexplug.confine import Refused, Why, read_confined, real_path
+from indexplug.errors import IndexplugError
 from indexplug.guard import Guard
 from indexplug.manifest import (
     Busy,
@@ -36,14 +39,16 @@ from indexplug.manifest import (
     manifest_path,
     marker,
     save_manifest,
+    was_ingested,
 )
 from indexplug.names import validate_index_name
-from indexplug.outcomes import Indexed, IndexStatus, Removed
+from indexplug.outcomes import Got, Indexed, IndexStatus, Removed
 from indexplug.passages import Passage, Source, now_utc, passages_from_text, sha256_bytes
 
 __all__ = [
     "MAX_FILE_BYTES",
     "IngestReport",
+    "RebuildNotAllowed",
     "decode_text",
     "file_passages",
     "index_folder",
@@ -123,6 +128,14 @@ SKIP_DIRS = frozenset(
 MAX_FILE_BYTES = 20_000_000
 BATCH = 2000
 REMOVE_BATCH = 10_000
+SAMPLE_IDS = 64
+"""How many of the manifest's ids each run checks the index still holds (backends with get)."""
+
+
+class RebuildNotAllowed(IndexplugError):
+    """Only dropping the index could bring it in step with its folder (its ingest manifest
+    was lost or damaged while it holds passages), and the run was not allowed to drop it."""
+
 
 _SKIP_FIELD = {
     Why.OUTSIDE: "skipped_outside",
@@ -245,11 +258,15 @@ def index_folder(
     overlap: int = 150,
     deadline_s: float = 120.0,
     progress: Callable[[int, int], None] | None = None,
+    allow_drop: bool = False,
 ) -> IngestReport:
     """Bring ``index`` in step with the text files under ``root`` (see the module docstring).
 
     ``deadline_s`` bounds each write, the reading of each file, and the wait for another run
-    into the same index.  Raises ``FileNotFoundError`` when ``root`` does not resolve.
+    into the same index.  ``allow_drop`` lets a run whose manifest was lost or damaged drop the
+    index to rebuild it (the gate ``drop`` passes); without it such a run raises
+    :class:`RebuildNotAllowed` having changed nothing.  Raises ``FileNotFoundError`` when
+    ``root`` does not resolve.
     """
     validate_index_name(index)
     try:
@@ -259,9 +276,9 @@ def index_folder(
     report = IngestReport(index=index)
     try:
         with ingest_lock(guard.name, index, deadline_s):
-            _Run(guard, Path(root), root_real, index, report, max_bytes, deadline_s).run(
-                max_chars, overlap, progress
-            )
+            run = _Run(guard, Path(root), root_real, index, report, max_bytes, deadline_s)
+            run.allow_drop = allow_drop
+            run.run(max_chars, overlap, progress)
     except Busy as exc:
         report.failures.append(str(exc))
     return report
@@ -288,56 +305,87 @@ class _Run:
         self.budget = max_bytes
         self.deadline_s = deadline_s
         self.manifest = load_manifest(guard.name, index)
+        self.allow_drop = False
 
     # -- binding the manifest to the index ---------------------------------------------------
     def bind(self) -> bool:
         """Check the manifest against the index (see :mod:`indexplug.manifest`); False when the
-        index cannot be checked, and nothing may be written."""
+        index cannot be checked, and nothing may be written.  Raises :class:`RebuildNotAllowed`
+        (nothing written) when only dropping the index could make it right and the run may not."""
         m, report = self.manifest, self.report
         status = self.guard.status(self.index, deadline_s=self.deadline_s)
-        if isinstance(status, IndexStatus) and status.max_bytes is not None:
-            self.budget = _smaller(self.budget, status.max_bytes)
-        probe = self.guard.add(
-            self.index, [marker()], max_bytes=self.budget, deadline_s=self.deadline_s
-        )
-        if not isinstance(probe, Indexed):
-            report.failures.append(f"the index could not be checked: {probe.message}")
+        if not isinstance(status, IndexStatus):
+            report.failures.append(f"the index could not be checked: {status.message}")
             return False
-        marked = probe.known == 1
-        if m.state != "ok":
-            if marked:
+        if status.max_bytes is not None:
+            self.budget = _smaller(self.budget, status.max_bytes)
+        held = status.passages if status.exists else 0
+        if m.state != "ok" and not (m.state == "missing" and not was_ingested(*self._key)):
+            # the index holds passages no one can name any more (when it holds any)
+            if held > 0:
+                if not self.allow_drop:
+                    raise RebuildNotAllowed(
+                        f"the ingest manifest of '{self.index}' is {m.state}, so its "
+                        f"{held} passage(s) can only be made right by dropping the index and "
+                        "indexing the folder again, and dropping needs allow_remove (through "
+                        "invoke and MCP) or --allow-drop (indexplug index); nothing was changed"
+                    )
                 report.rebuilt = (
-                    f"the manifest was {m.state} while the index was built by index_folder, so "
-                    "the index was dropped and every file indexed again"
+                    f"the manifest was {m.state} while the index held passages index_folder "
+                    "had put there, so the index was dropped and every file indexed again"
                 )
                 if not self._drop():
                     return False
-            else:
-                m.files.clear()
-        elif not marked:
+            m.files.clear()
+            m.roots.clear()
+        elif m.state != "ok":
+            m.files.clear()  # a first ingest: what the index holds is not ours to remove
+        elif m.legacy:
+            report.rebuilt = "the manifest is of an older format, so every file was checked again"
+            m.invalidate()
+        elif not status.estimate and held < len(m.ids()):
             report.rebuilt = (
-                "the manifest is of an older format, so every file was checked again"
-                if m.legacy
-                else "the index does not hold the manifest's marker (it was deleted or "
+                f"the index holds {held} passage(s), fewer than its manifest lists (it was "
+                "deleted, recreated or had passages removed), so every file was indexed again"
+            )
+            m.invalidate()
+        elif self._lost_some(m.ids()):
+            report.rebuilt = (
+                "the index does not hold passages its manifest lists (it was deleted or "
                 "recreated), so every file was indexed again"
             )
             m.invalidate()
-        elif (
-            isinstance(status, IndexStatus)
-            and not status.estimate
-            and status.passages < len(m.ids()) + 1
-        ):
-            report.rebuilt = (
-                f"the index holds {status.passages} passage(s), fewer than its manifest lists, "
-                "so every file was indexed again"
-            )
-            m.invalidate()
+        if m.marked:
+            self._unmark()
         m.add_root(self.root_real)
         save_manifest(m)
         return True
 
+    @property
+    def _key(self) -> tuple[str, str]:
+        return self.guard.name, self.index
+
+    def _lost_some(self, ids: set[str]) -> bool:
+        """Whether the index lacks any of a sample of ``ids`` (backends that claim ``get``);
+        the count check alone misses an index recreated with as many passages of others."""
+        if not ids or not getattr(self.guard.backend.capabilities, "get", False):
+            return False
+        ordered = sorted(ids)
+        step = max(1, len(ordered) // SAMPLE_IDS)
+        sample = ordered[::step][:SAMPLE_IDS]
+        got = self.guard.get(self.index, sample, deadline_s=self.deadline_s)
+        return isinstance(got, Got) and bool(got.missing_ids)
+
+    def _unmark(self) -> None:
+        """Remove the marker passage earlier versions kept in the index (one fixed id)."""
+        out = self.guard.remove(self.index, [marker().id], deadline_s=self.deadline_s)
+        if isinstance(out, Removed):
+            self.manifest.marked = False
+        else:
+            self.report.failures.append(f"the old ingest marker was not removed: {out.message}")
+
     def _drop(self) -> bool:
-        """Drop the index (its passages are unknown) and mark it again; False if it cannot be."""
+        """Drop the index (its passages are unknown); False if it cannot be."""
         if not callable(getattr(self.guard.backend, "op_drop", None)):
             self.report.failures.append(
                 f"the manifest of '{self.index}' was lost and backend '{self.guard.name}' "
@@ -350,14 +398,7 @@ class _Run:
             why = getattr(out, "message", type(out).__name__)
             self.report.failures.append(f"the index could not be dropped to rebuild it: {why}")
             return False
-        self.manifest.files.clear()
-        self.manifest.roots.clear()
-        again = self.guard.add(
-            self.index, [marker()], max_bytes=self.budget, deadline_s=self.deadline_s
-        )
-        if not isinstance(again, Indexed):
-            self.report.failures.append(f"the index could not be marked: {again.message}")
-            return False
+        self.manifest.marked = False
         return True
 
     # -- the folder ----------------------------------------------------------------------

@@ -1160,7 +1160,7 @@ class Invoker:
         return [(r if r.is_absolute() else base / r).resolve() for r in roots]
 
     def _index_folder(self, a: IndexFolderArgs) -> Answer[Any, Any]:
-        from indexplug.ingest import index_folder
+        from indexplug.ingest import RebuildNotAllowed, index_folder
 
         if a.overlap >= a.max_chars:
             raise InvalidRequest("overlap must be smaller than max_chars", field="overlap")
@@ -1184,17 +1184,28 @@ class Invoker:
             raise InvalidRequest(f"{a.path} does not exist", field="path")
         t = self.target(a.index)
         max_bytes = a.max_bytes or t.max_bytes
-        report = index_folder(
-            t.guard,
-            resolved,
-            t.index,
-            progress=PROGRESS.get(),
-            max_bytes=max_bytes,
-            max_chars=a.max_chars,
-            overlap=a.overlap,
-            deadline_s=a.deadline_s
-            or max(self.deadline_for(a.index, None) or 0.0, DEFAULT_FOLDER_DEADLINE_S),
-        )
+        try:
+            report = index_folder(
+                t.guard,
+                resolved,
+                t.index,
+                progress=PROGRESS.get(),
+                max_bytes=max_bytes,
+                max_chars=a.max_chars,
+                overlap=a.overlap,
+                deadline_s=a.deadline_s
+                or max(self.deadline_for(a.index, None) or 0.0, DEFAULT_FOLDER_DEADLINE_S),
+                allow_drop=self.allows_remove(a.index),  # the gate drop passes
+            )
+        except RebuildNotAllowed as exc:
+            refused = NotAllowed(index=t.index, op="index_folder", reason=str(exc))
+            return OPS["index_folder"].result(
+                op="index_folder",
+                code=refused.code,
+                ok=False,
+                message=refused.message,
+                problem=Problem(reason=refused.reason),
+            )  # type: ignore[return-value]
         record_chunking(t.guard.name, t.index, a.max_chars, a.overlap)
         ev = FolderEvidence(
             index=t.index, backend=t.backend_name, path=str(resolved), max_bytes=max_bytes

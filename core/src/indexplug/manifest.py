@@ -2,26 +2,36 @@
 
 ``index_folder`` keeps, per index, a manifest of the files it put there (``file://`` uri ->
 SHA-256 of the bytes, the passage ids, how the file was cut) and of the folders it read, in
-``<home>/manifests/<backend>/<index>.json``.  The manifest is only worth anything while it
-describes what the index really holds, so it is bound to the index both ways:
+``<home>/manifests/<backend>/<index>.json``.  All of this bookkeeping lives in the indexplug
+home, never among the passages: no caller can forge it through ``add``, ``import`` or ``copy``,
+and it never shows in ``status`` counts, ``scan``, ``search`` or ``export``.
 
-* **The index carries a marker.**  The first ingest into an index adds one fixed passage
-  (:func:`marker`, a content address every run can compute).  Each run first *adds* the marker
-  again: the backend answers ``known`` when the index still holds it, ``added`` when it does not
-  (the index was deleted or recreated since).  This uses only ``add``, so it works on every
-  backend, and it repairs the marker as it checks it.
+The manifest is only worth anything while it describes what the index really holds, so it is
+checked against the index at every run:
+
 * **The manifest carries a checksum** of its own content and the backend and index it is for,
   and is replaced atomically (written, fsynced, renamed).  A truncated, edited or foreign file
   reads as *damaged*, never as a smaller manifest.
+* **A sidecar records that the index was ingested** (``<index>.ingested``, written with the
+  first manifest), so a manifest deleted on its own reads as *lost*, not as a first ingest.
+* **The index must still hold what the manifest lists**: fewer passages than the manifest
+  names, or a sample of its ids that the index no longer has (``get``, where the backend claims
+  it), means the index was deleted or recreated since.
 
-Then (see ``ingest._bind``): a sound manifest and a marked index: incremental as before.  A
-sound manifest but an unmarked index (or one holding fewer passages than the manifest lists):
-every file is read and added again and every old id that is not re-added is removed.  A missing
-or damaged manifest but a marked index: the index holds passages no one can name any more, so
-it is dropped and rebuilt.  Neither: a first ingest.
+Then (see ``ingest._Run.bind``): a sound manifest and an index holding its passages:
+incremental.  A sound manifest but an index that lost them: every file is read and added again
+and every old id that is not re-added is removed.  A damaged or lost manifest next to an index
+that holds passages: no one can name them any more, so the index must be dropped and rebuilt,
+which needs the same permission as ``drop`` (``allow_drop``; ``allow_remove`` through invoke
+and MCP) and is refused otherwise with nothing changed.  Neither: a first ingest, which removes
+nothing.
 
 A file lock (``<index>.lock``) serialises ingest runs into one index, so two runs cannot both
 decide the manifest is missing, or write over each other's entries.
+
+Indexes built by earlier versions hold a marker passage (:func:`marker`); a run that finds a
+manifest of that format removes that one passage (a fixed content address) and rewrites the
+manifest in the current format.
 """
 
 from __future__ import annotations
@@ -42,7 +52,9 @@ from typing import Any, Literal
 from indexplug.home import home_dir
 from indexplug.passages import Passage
 
-FORMAT = 2
+FORMAT = 3
+MARKED_FORMAT = 2
+"""The format whose indexes hold the marker passage (read as sound; the marker is removed)."""
 MARKER_URI = "urn:indexplug:ingest-marker"
 MARKER_TEXT = "IndexplugIngestMarker"
 """One unlikely word: lexical backends match it only for a query containing it."""
@@ -53,7 +65,8 @@ State = Literal["ok", "missing", "damaged"]
 
 @lru_cache(maxsize=1)
 def marker() -> Passage:
-    """The marker passage every index that ``index_folder`` keeps holds (same id everywhere)."""
+    """The marker passage earlier versions kept in each index ``index_folder`` built (the same
+    id everywhere); only ever removed now, never added."""
     return Passage.create(MARKER_TEXT, MARKER_URI, metadata={"indexplug": "ingest-marker"})
 
 
@@ -86,6 +99,8 @@ class Manifest:
     """How it was loaded: ``missing`` and ``damaged`` manifests load empty."""
     legacy: bool = False
     """Loaded from the first format (no checksum, no marker in the index yet)."""
+    marked: bool = False
+    """Loaded from the format whose index holds the marker passage (to remove once)."""
 
     def ids(self) -> set[str]:
         return {i for e in self.files.values() for i in e.ids}
@@ -111,6 +126,19 @@ class Manifest:
 
 def manifest_path(backend: str, index: str) -> Path:
     return home_dir() / "manifests" / backend / f"{index}.json"
+
+
+def ingested_path(backend: str, index: str) -> Path:
+    """The sidecar that records that ``index_folder`` has ingested into the index."""
+    return home_dir() / "manifests" / backend / f"{index}.ingested"
+
+
+def was_ingested(backend: str, index: str) -> bool:
+    """Whether ``index_folder`` has ever written a manifest for the index (in this home)."""
+    try:
+        return ingested_path(backend, index).is_file() or manifest_path(backend, index).exists()
+    except OSError:
+        return True  # cannot tell: treat a missing manifest as lost, never as a first ingest
 
 
 def _checksum(body: dict[str, Any]) -> str:
@@ -167,11 +195,10 @@ def load_manifest(backend: str, index: str) -> Manifest:
         body = {k: v for k, v in data.items() if k != "checksum"}
         if data.get("checksum") != _checksum(body):
             raise ValueError("the checksum does not match")
-        if (data.get("format"), data.get("backend"), data.get("index")) != (
-            FORMAT,
-            backend,
-            index,
-        ):
+        if data.get("format") not in (FORMAT, MARKED_FORMAT) or (
+            data.get("backend"),
+            data.get("index"),
+        ) != (backend, index):
             raise ValueError("the manifest is of another format or index")
         roots = data.get("roots")
         files_raw = data.get("files")
@@ -180,7 +207,13 @@ def load_manifest(backend: str, index: str) -> Manifest:
         if not isinstance(files_raw, dict):
             raise ValueError("files are malformed")
         files = {str(u): _entry(e) for u, e in files_raw.items()}
-        return Manifest(backend=backend, index=index, files=files, roots=list(roots))
+        return Manifest(
+            backend=backend,
+            index=index,
+            files=files,
+            roots=list(roots),
+            marked=data.get("format") == MARKED_FORMAT,
+        )
     except (ValueError, TypeError, RecursionError):
         empty.state = "damaged"
         return empty
@@ -227,6 +260,9 @@ def save_manifest(m: Manifest) -> None:
         os.fsync(fh.fileno())
     os.replace(tmp, path)
     m.state, m.legacy = "ok", False
+    sidecar = ingested_path(m.backend, m.index)
+    if not sidecar.exists():
+        sidecar.write_text(json.dumps({"backend": m.backend, "index": m.index}) + "\n")
 
 
 _THREAD_LOCKS: dict[str, threading.Lock] = {}

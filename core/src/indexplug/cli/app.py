@@ -300,12 +300,19 @@ def index(
     ] = None,
     max_chars: Annotated[int, typer.Option(help="Longest passage in characters.")] = 1200,
     overlap: Annotated[int, typer.Option(help="Characters shared by neighbouring passages.")] = 150,
+    allow_drop: Annotated[
+        bool,
+        typer.Option(
+            "--allow-drop",
+            help="Let the run drop and rebuild the index when its ingest manifest was lost.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Index the text files of a folder; re-running updates only what changed."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from indexplug.ingest import index_folder
+    from indexplug.ingest import RebuildNotAllowed, index_folder
     from indexplug.invocation import folder_code
     from indexplug.outcomes import EXIT_CODES
 
@@ -322,15 +329,19 @@ def index(
             disable=as_json or not sys.stderr.isatty(),
         ) as bar:
             task = bar.add_task("files", total=None)
-            report = index_folder(
-                t.guard,
-                path,
-                t.index,
-                max_bytes=max_bytes or t.max_bytes,
-                max_chars=max_chars,
-                overlap=overlap,
-                progress=lambda n, total: bar.update(task, completed=n, total=total),
-            )
+            try:
+                report = index_folder(
+                    t.guard,
+                    path,
+                    t.index,
+                    max_bytes=max_bytes or t.max_bytes,
+                    max_chars=max_chars,
+                    overlap=overlap,
+                    progress=lambda n, total: bar.update(task, completed=n, total=total),
+                    allow_drop=allow_drop,
+                )
+            except RebuildNotAllowed as exc:
+                raise fail(str(exc), EXIT_CODES["NOT_ALLOWED"]) from None
         if as_json:
             out.print_json(report.model_dump_json())
         else:
