@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from indexplug import Passage
 from indexplug.config import load_config
 from indexplug.invocation import Invoker, exit_code
 from orchestration_plugins import StoreBackend
@@ -95,7 +96,11 @@ def test_get_scan_and_indexes(inv: Invoker) -> None:
 
 
 def test_sensitive_ops_are_gated_as_remove_is(inv: Invoker, tmp_path: Path) -> None:
-    call(inv, "add", {"index": "locked", "passages": passages(3, "k")})
+    assert call(inv, "add", {"index": "locked", "passages": passages(3, "k")})["code"] == (
+        "NOT_ALLOWED"  # a keyed add replaces the key's passages: an upsert
+    )
+    t = inv.target("locked")
+    assert t.guard.add(t.index, [Passage.create(**p) for p in passages(3, "k")]).ok
     (tmp_path / "files" / "in.jsonl").write_text("")
     for op, args in (
         ("drop", {"index": "locked"}),

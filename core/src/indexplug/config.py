@@ -60,7 +60,14 @@ class Defaults(BaseModel):
     deadline_s: float | None = Field(default=None, gt=0, description="Seconds an op may take.")
     max_bytes: int | None = Field(default=None, gt=0, description="Storage budget per index.")
     allow_remove: bool = Field(
-        default=False, description="Allow sensitive ops (remove, drop) through invoke and MCP."
+        default=False,
+        description="Allow the ops that delete or replace passages (remove, drop, import, copy, "
+        "and index_folder's rebuild) through invoke and MCP; implies allow_upsert.",
+    )
+    allow_upsert: bool = Field(
+        default=False,
+        description="Allow add with a caller key (an upsert: it replaces the passages the key "
+        "had) through invoke and MCP.",
     )
     embedder: str | None = Field(default=None, description="Embedder spec PROVIDER:MODEL.")
     folders: list[str] = Field(
@@ -84,6 +91,7 @@ class IndexConfig(BaseModel):
     max_bytes: int | None = Field(default=None, gt=0, description="Storage budget (first write).")
     deadline_s: float | None = Field(default=None, gt=0)
     allow_remove: bool | None = Field(default=None, description="Overrides defaults.allow_remove.")
+    allow_upsert: bool | None = Field(default=None, description="Overrides defaults.allow_upsert.")
     settings: dict[str, Any] = Field(default_factory=dict, description="Backend settings.")
     members: list[str] = Field(
         default_factory=list,
@@ -176,6 +184,16 @@ class Config(BaseModel):
             return ic.allow_remove
         return self.defaults.allow_remove
 
+    def allows_upsert(self, name: str) -> bool:
+        """Whether a keyed add (which replaces the key's passages) may run on ``name``: where
+        remove may, or where ``allow_upsert`` says so (per index, else ``[defaults]``)."""
+        if self.allows_remove(name):
+            return True
+        ic = self.indexes.get(name)
+        if ic is not None and ic.allow_upsert is not None:
+            return ic.allow_upsert
+        return self.defaults.allow_upsert
+
     def target(
         self,
         name: str,
@@ -223,6 +241,7 @@ class Config(BaseModel):
                 if ic.get("deadline_s") is None and d.deadline_s is not None:
                     ic["deadline_s"] = d.deadline_s
             ic["allow_remove"] = self.allows_remove(name)
+            ic["allow_upsert"] = self.allows_upsert(name)
             if "settings" in ic:
                 ic["settings"] = _mask(ic["settings"])
         if self.path is not None:

@@ -356,6 +356,15 @@ class Invoker:
             return all(self.config.allows_remove(m) for m in ic.members)
         return True
 
+    def allows_upsert(self, name: str) -> bool:
+        """Whether a keyed add may run on ``name`` (for a fusion: on it and every member)."""
+        ic = self.config.indexes.get(name)
+        if not self.config.allows_upsert(name):
+            return False
+        if ic is not None and ic.kind == "fusion":
+            return all(self.config.allows_upsert(m) for m in ic.members)
+        return True
+
     def allows(self, op: str) -> bool:
         """Whether ``op`` may run for at least one index (what the MCP server lists)."""
         spec = OPS[op]
@@ -382,7 +391,7 @@ class Invoker:
         parsed, index = prepared
         token = PROGRESS.set(progress)
         try:
-            refused = self._gate(op, index)
+            refused = self._gate(op, index, parsed)
             answer = refused if refused is not None else self._runners[op](parsed)
         except Exception as exc:
             answer = self._error(op, index, exc)
@@ -409,7 +418,7 @@ class Invoker:
         parsed, index = prepared
         token = PROGRESS.set(progress)
         try:
-            refused = self._gate(op, index)
+            refused = self._gate(op, index, parsed)
             if refused is not None:
                 answer: Answer[Any, Any] | dict[str, Any] = refused
             elif op in self._arunners:
@@ -454,9 +463,24 @@ class Invoker:
             return bad_request(op, f"args cannot be read: {type(exc).__name__}", "args")
         return parsed, str(getattr(parsed, "index", "") or "")
 
-    def _gate(self, op: str, index: str) -> dict[str, Any] | None:
+    def _gate(self, op: str, index: str, parsed: Any) -> dict[str, Any] | None:
         """``NOT_ALLOWED`` for a sensitive op on an index the configuration does not allow it
-        on (remove, drop, import, and copy into ``index``: as ``allow_remove`` says)."""
+        on (remove, drop, import, and copy into ``index``: as ``allow_remove`` says), and for an
+        add with a caller key (an upsert, which replaces the key's passages) where neither
+        ``allow_upsert`` nor ``allow_remove`` holds.  ``index_folder`` passes the same gate
+        inside, only where it would drop the index (see :func:`indexplug.ingest.index_folder`)."""
+        keyed = op == "add" and any(p.key is not None for p in parsed.passages)
+        if keyed and not self.allows_upsert(index):
+            return refusal(
+                op,
+                NotAllowed(
+                    index=index,
+                    op=op,
+                    reason=f"an add with a key replaces that key's passages, and the "
+                    f"configuration does not allow that on index '{index}' (set "
+                    "allow_upsert = true for it)",
+                ),
+            )
         if OPS[op].sensitive and not self.allows_remove(index):
             return refusal(
                 op,

@@ -77,7 +77,8 @@ class PassageIn(_Args):
         min_length=1,
         max_length=512,
         description="The caller's document id (backends that claim keys): adding passages "
-        "under a key replaces the passages that key had.",
+        "under a key replaces the passages that key had (through invoke and MCP only where the "
+        "configuration sets allow_upsert or allow_remove).",
     )
     digest: str | None = Field(
         default=None,
@@ -748,7 +749,9 @@ OPS: dict[str, OpSpec] = {
         ),
         OpSpec(
             "add",
-            "Add passages to an index (checked against its storage budget).",
+            "Add passages to an index (checked against its storage budget); passages with a "
+            "key replace that key's earlier passages, only where the configuration allows "
+            "upsert.",
             AddArgs,
             AddAnswer,
             ("INDEXED", "OVER_BUDGET", *FAILURES, *REFUSALS),
