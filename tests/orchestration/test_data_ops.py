@@ -245,3 +245,26 @@ def test_cli_copy_goes_on_after_an_interruption(
     r = cli.invoke(app, argv)  # a finished copy left no checkpoint: this one starts afresh
     assert r.exit_code == 0 and json.loads(r.output)["resumed"] is False
     assert json.loads(r.output)["known"] == 1200
+
+
+def test_an_add_without_upsert_never_rewrites_a_stored_passage(inv: Invoker) -> None:
+    """test-store, like chroma, writes a passage whose id it holds over the stored record: an
+    add without a key and without allow_upsert (or allow_remove) leaves such passages out and
+    counts them known, so stored metadata cannot be replaced; with the permission it can."""
+    t = inv.target("locked")
+    stored = Passage.create("Otters hold hands.", "mem://o", metadata={"licence": "CC-BY"})
+    assert t.guard.add(t.index, [stored]).ok
+    forged = {"text": "Otters hold hands.", "uri": "mem://o", "metadata": {"licence": "MIT"}}
+    new = {"text": "Herons stand still.", "uri": "mem://h"}
+    for run in (inv.invoke, lambda o, a: asyncio.run(inv.ainvoke(o, a))):
+        a = check_schema(run("add", {"index": "locked", "passages": [forged, new]}))
+        assert a["code"] == "INDEXED" and stored.id in a["data"]["known_ids"], a
+        a = check_schema(run("add", {"index": "locked", "passages": [forged]}))
+        assert a["code"] == "INDEXED" and a["data"]["known"] == 1 and a["data"]["added"] == 0
+        got = call(inv, "get", {"index": "locked", "ids": [stored.id]})
+        assert got["data"]["passages"][0]["metadata"] == {"licence": "CC-BY"}
+    assert call(inv, "status", {"index": "locked"})["data"]["passages"] == 2
+    call(inv, "add", {"index": "src", "passages": [{**forged, "metadata": {"licence": "CC-BY"}}]})
+    call(inv, "add", {"index": "src", "passages": [forged]})  # allow_remove: it may rewrite
+    got = call(inv, "get", {"index": "src", "ids": [stored.id]})
+    assert got["data"]["passages"][0]["metadata"] == {"licence": "MIT"}

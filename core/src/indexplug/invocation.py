@@ -527,13 +527,30 @@ class Invoker:
     # -- ops -----------------------------------------------------------------------------
     def _add(self, a: AddArgs) -> Answer[Any, Any]:
         t = self.target(a.index)
-        out = t.guard.add(t.index, **self._add_args(t, a))
-        return self._add_answer(t, out)
+        kw = self._add_args(t, a)
+        stored: set[str] = set()
+        if self._insert_only(t, a):
+            got = t.guard.get(t.index, _ids_of(kw["passages"]), deadline_s=kw["deadline_s"])
+            if not isinstance(got, Got):
+                return _failure("add", got, WriteEvidence(index=t.index, backend=t.backend_name))
+            stored = {p.id for p in got.passages}
+        return self._add_answer(t, _add_fresh(t, kw, stored, t.guard.add))
 
     async def _aadd(self, a: AddArgs) -> Answer[Any, Any]:
         t = await self._atarget(a.index)
-        out = await t.guard.aadd(t.index, **self._add_args(t, a))
-        return self._add_answer(t, out)
+        kw = self._add_args(t, a)
+        stored: set[str] = set()
+        if self._insert_only(t, a):
+            ids = _ids_of(kw["passages"])
+            got = await t.guard.aget(t.index, ids, deadline_s=kw["deadline_s"])
+            if not isinstance(got, Got):
+                return _failure("add", got, WriteEvidence(index=t.index, backend=t.backend_name))
+            stored = {p.id for p in got.passages}
+        fresh = [p for p in kw["passages"] if p.id not in stored]
+        if not fresh:
+            return self._add_answer(t, _all_known(t, kw["passages"]))
+        out = await t.guard.aadd(t.index, **{**kw, "passages": fresh})
+        return self._add_answer(t, _with_known(out, kw["passages"], stored))
 
     def _add_args(self, t: Target, a: AddArgs) -> dict[str, Any]:
         return {
@@ -542,6 +559,15 @@ class Invoker:
             "deadline_s": self.deadline_for(a.index, a.deadline_s),
             "progress": PROGRESS.get(),
         }
+
+    def _insert_only(self, t: Target, a: AddArgs) -> bool:
+        """Whether this add may only insert: no caller key (gated apart) and no upsert
+        permission, on a backend that can say what it holds.  Some backends write a passage
+        whose id they hold over the stored record (another digest: other metadata), which
+        would replace stored metadata; such passages are left out and counted as known."""
+        return not self.allows_upsert(a.index) and bool(
+            getattr(t.guard.backend.capabilities, "get", False)
+        )
 
     def _add_answer(self, t: Target, out: Any) -> Answer[Any, Any]:
         ev = WriteEvidence(index=t.index, backend=t.backend_name)
@@ -1258,6 +1284,33 @@ class Invoker:
             evidence=ev,
             problem=problem,
         )  # type: ignore[return-value]
+
+
+def _ids_of(passages: list[Passage]) -> list[str]:
+    return list(dict.fromkeys(p.id for p in passages))
+
+
+def _all_known(t: Target, passages: list[Passage]) -> Indexed:
+    ids = _ids_of(passages)
+    return Indexed(index=t.index, backend=t.guard.name, added=0, known=len(ids), known_ids=ids)
+
+
+def _with_known(out: Any, passages: list[Passage], stored: set[str]) -> Any:
+    """``out`` of an add of the passages not in ``stored``, counting those left out as known."""
+    if not stored or not isinstance(out, Indexed):
+        return out
+    skipped = [i for i in _ids_of(passages) if i in stored]
+    return out.model_copy(
+        update={"known": out.known + len(skipped), "known_ids": [*out.known_ids, *skipped]}
+    )
+
+
+def _add_fresh(t: Target, kw: dict[str, Any], stored: set[str], add: Callable[..., Any]) -> Any:
+    """Add the passages of ``kw`` that are not in ``stored`` (all of them when none is)."""
+    fresh = [p for p in kw["passages"] if p.id not in stored]
+    if not fresh:
+        return _all_known(t, kw["passages"])
+    return _with_known(add(t.index, **{**kw, "passages": fresh}), kw["passages"], stored)
 
 
 def end_id(t: Target) -> str:
