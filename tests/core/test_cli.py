@@ -31,10 +31,27 @@ def test_index_search_status_remove_flow(tmp_path: Path) -> None:
     assert r.exit_code == EXIT_CODES["INDEX_EMPTY"]
     r = run("remove", pid, "--index", "guide", input="n\n")
     assert r.exit_code != 0
-    # guide.md's passage and the ingest marker (docs/security.md, "What is confined")
-    assert json.loads(run("status", "--index", "guide", "--json").output)["passages"] == 2
+    # guide.md's passage only: the ingest bookkeeping is no passage (docs/security.md)
+    assert json.loads(run("status", "--index", "guide", "--json").output)["passages"] == 1
     r = run("remove", pid, "--index", "guide", "--yes", "--json")
     assert r.exit_code == 0 and json.loads(r.output)["removed"] == 1
+
+
+def test_index_drops_a_lost_manifests_index_only_with_allow_drop(
+    tmp_path: Path, _isolated_home: Path
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("Aardvarks eat ants at night.\n")
+    assert run("index", str(docs), "--index", "guide").exit_code == 0
+    (_isolated_home / "manifests" / "sqlite-fts5" / "guide.json").write_text("[1]")
+    (docs / "a.md").write_text("Armadillos dig burrows.\n")
+    r = run("index", str(docs), "--index", "guide")
+    assert r.exit_code == EXIT_CODES["NOT_ALLOWED"] and "--allow-drop" in r.output
+    assert run("search", "aardvarks", "--index", "guide").exit_code == 0  # nothing changed
+    r = run("index", str(docs), "--index", "guide", "--allow-drop", "--json")
+    assert r.exit_code == 0 and "dropped" in json.loads(r.output)["rebuilt"]
+    assert run("search", "aardvarks", "--index", "guide").exit_code == EXIT_CODES["NO_MATCH"]
 
 
 def test_add_jsonl_and_errors_are_one_sentence(tmp_path: Path) -> None:
