@@ -759,7 +759,9 @@ OPS: dict[str, OpSpec] = {
         ),
         OpSpec(
             "index_folder",
-            "Index the text files of a folder; re-running updates only what changed.",
+            "Index the text files of a folder; re-running updates only what changed (dropping "
+            "the index to rebuild it, after its ingest manifest was lost, only where the "
+            "configuration allows remove).",
             IndexFolderArgs,
             IndexFolderAnswer,
             ("INDEXED", *FAILURES, *REFUSALS),
