@@ -156,7 +156,7 @@ def test_metadata_that_would_not_come_back_is_refused(store: IndexplugVectorStor
     with pytest.raises(indexplug.InvalidRequest, match="2 ids for 1 documents"):
         store.add_texts(["x"], ids=["a", "b"])
     with pytest.raises(indexplug.InvalidRequest, match="no argument"):
-        store.add_texts(["x"], batch_size=3)
+        store.add_texts(["x"], batchsize=3)
     assert store.similarity_search("x") == []  # nothing was written by any of them
 
 

@@ -205,10 +205,13 @@ class IndexplugVectorStore(VectorStore):
         return self.add_documents(self._documents(texts, metadatas), ids=ids, **kwargs)
 
     def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
-        """Add (or replace, by id) ``documents``; answers their ids (``ids=`` if given)."""
+        """Add (or replace, by id) ``documents``; answers their ids (``ids=`` if given).
+        ``batch_size=`` (LangChain's ``index()`` passes it) writes that many documents per
+        call to the backend; a failed batch raises, the batches before it stay written."""
+        batch = _batch_size(kwargs)
         passages, keys = self._passages(documents, kwargs)
-        if passages:
-            self._written(self.guard.add(self.index, passages, max_bytes=self.max_bytes))
+        for chunk in _batches(passages, batch):
+            self._written(self.guard.add(self.index, chunk, max_bytes=self.max_bytes))
         return keys
 
     async def aadd_texts(
@@ -224,10 +227,10 @@ class IndexplugVectorStore(VectorStore):
 
     async def aadd_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
         """:meth:`add_documents` through the guard's ``aadd``."""
+        batch = _batch_size(kwargs)
         passages, keys = self._passages(documents, kwargs)
-        if passages:
-            out = await self.guard.aadd(self.index, passages, max_bytes=self.max_bytes)
-            self._written(out)
+        for chunk in _batches(passages, batch):
+            self._written(await self.guard.aadd(self.index, chunk, max_bytes=self.max_bytes))
         return keys
 
     @staticmethod
@@ -401,3 +404,24 @@ class IndexplugVectorStore(VectorStore):
 
 def _same(score: float) -> float:
     return score
+
+
+def _batch_size(kwargs: dict[str, Any]) -> int | None:
+    """``batch_size=`` popped from ``kwargs`` (LangChain's ``index()`` passes it): a positive
+    integer, or ``None`` (not given: every document in one write)."""
+    value = kwargs.pop("batch_size", None)
+    if value is None:
+        return None
+    if type(value) is not int or value < 1:
+        raise InvalidRequest(
+            f"batch_size must be a positive integer, got {value!r}", field="batch_size"
+        )
+    return value
+
+
+def _batches(passages: list[indexplug.Passage], size: int | None) -> list[list[indexplug.Passage]]:
+    """``passages`` in writes of ``size`` (all in one without a size; none when empty)."""
+    if not passages:
+        return []
+    step = size or len(passages)
+    return [passages[i : i + step] for i in range(0, len(passages), step)]
