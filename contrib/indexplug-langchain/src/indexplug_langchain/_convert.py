@@ -166,6 +166,16 @@ def filter_argument(kwargs: dict[str, Any], default: Mapping[str, Any] | None) -
     return value
 
 
+def nothing_to_find(query: Any, k: Any) -> bool:
+    """Whether a search has an empty answer without asking the index: ``k`` is 0, or the query
+    is text with no word in it (empty, blank, only punctuation).  This is what LangChain's own
+    in-memory stores answer such a search with (``[]``); a query that is not text, or a
+    negative ``k``, still goes to the guard and is refused there."""
+    if type(k) is int and k == 0:
+        return True
+    return isinstance(query, str) and not any(ch.isalnum() for ch in query)
+
+
 def refuse_kwargs(kwargs: Mapping[str, Any], where: str) -> None:
     if kwargs:
         names = ", ".join(sorted(kwargs))

@@ -5,9 +5,10 @@ id replaces that document (upsert), ``delete`` and ``get_by_ids`` go by key.  Th
 and embeds for itself (sqlite-fts5 is lexical BM25; chroma embeds with its configured
 embedder), so the ``embedding`` LangChain hands a vector store is kept, never called.
 
-LangChain's convention sets the return shapes: an empty store is an empty list, and a search
-returns the ``k`` nearest documents without a threshold, so on a backend that ranks only the
-documents sharing a term with the query, the others follow them (``fill_to_k``).  A failure,
+LangChain's convention sets the return shapes: an empty store, ``k=0`` and a query with no
+word in it are an empty list, as in LangChain's in-memory store.  A search returns what the
+backend ranked: on a lexical backend that is only the documents sharing a term with the query,
+never documents that do not match (``fill_to_k=True`` pads to ``k`` with them).  A failure,
 timeout or unavailable backend raises the typed :class:`indexplug.OutcomeError` subclass,
 never an empty list; :meth:`IndexplugVectorStore.search_outcome` gives the typed outcome itself.
 """
@@ -32,6 +33,7 @@ from indexplug_langchain._convert import (
     NoRelevanceScale,
     filter_argument,
     lookup,
+    nothing_to_find,
     passage_document,
     raise_outcome,
     refuse_kwargs,
@@ -56,10 +58,11 @@ class IndexplugVectorStore(VectorStore):
     * ``max_bytes``: the index's size budget for writes (``OverBudgetError`` past it).
     * ``deadline_s``: the deadline of each search and read (writes have none but the guard's
       backstop, as in LangChain).
-    * ``fill_to_k``: a search that ranks fewer than ``k`` documents (a lexical backend ranks
-      only those sharing a term with the query) is followed by other documents passing the
-      filter, in passage-id order, with score :data:`FILL_SCORE`, up to ``k`` (needs a backend
-      with ``scan``); ``False`` returns only what the backend ranked.
+    * ``fill_to_k``: ``True`` follows a search that ranks fewer than ``k`` documents (a
+      lexical backend ranks only those sharing a term with the query) with other documents
+      passing the filter, in passage-id order, with score :data:`FILL_SCORE`, up to ``k``
+      (needs a backend with ``scan``), for code that expects ``k`` documents from every search
+      as from a dense store.  By default only what the backend ranked is returned.
     """
 
     def __init__(
@@ -70,7 +73,7 @@ class IndexplugVectorStore(VectorStore):
         embedding: Embeddings | None = None,
         max_bytes: int | None = None,
         deadline_s: float | None = None,
-        fill_to_k: bool = True,
+        fill_to_k: bool = False,
     ) -> None:
         validate_index_name(index)
         if not callable(getattr(guard, "search", None)):
@@ -353,6 +356,8 @@ class IndexplugVectorStore(VectorStore):
         """The ``k`` nearest documents with their scores on the backend's scale (higher is
         better; see ``guard.score_scale``).  ``filter=``: an indexplug operator filter."""
         args = self._search_args(k, kwargs)
+        if nothing_to_find(query, k):
+            return []
         ranked = self._ranked(self.guard.search(self.index, query, **args))
         if ranked is not None and self._wants_fill(ranked, k):
             page = self.guard.scan(
@@ -369,6 +374,8 @@ class IndexplugVectorStore(VectorStore):
     ) -> list[tuple[Document, float]]:
         """:meth:`similarity_search_with_score` through the guard's ``asearch`` and ``ascan``."""
         args = self._search_args(k, kwargs)
+        if nothing_to_find(query, k):
+            return []
         ranked = self._ranked(await self.guard.asearch(self.index, query, **args))
         if ranked is not None and self._wants_fill(ranked, k):
             page = await self.guard.ascan(
