@@ -31,6 +31,7 @@ from langchain_core.vectorstores import VectorStore
 
 from indexplug_langchain._convert import (
     NoRelevanceScale,
+    NoVectors,
     filter_argument,
     lookup,
     nothing_to_find,
@@ -394,6 +395,64 @@ class IndexplugVectorStore(VectorStore):
     async def asimilarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         """:meth:`similarity_search` through the guard's async ops."""
         return [d for d, _ in await self.asimilarity_search_with_score(query, k, **kwargs)]
+
+    # -- what needs vectors: refused with a message (LangChain's base raises a bare
+    # NotImplementedError, which as_retriever(search_type="mmr") shows as an empty error) --
+    def max_marginal_relevance_search(
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """Refused: :class:`NoVectors` (maximal marginal relevance needs the vectors)."""
+        raise NoVectors("maximal marginal relevance search (search_type='mmr')")
+
+    async def amax_marginal_relevance_search(
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """Refused: :class:`NoVectors`."""
+        raise NoVectors("maximal marginal relevance search (search_type='mmr')")
+
+    def max_marginal_relevance_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """Refused: :class:`NoVectors`."""
+        raise NoVectors("maximal marginal relevance search by vector")
+
+    async def amax_marginal_relevance_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """Refused: :class:`NoVectors`."""
+        raise NoVectors("maximal marginal relevance search by vector")
+
+    def similarity_search_by_vector(
+        self, embedding: list[float], k: int = 4, **kwargs: Any
+    ) -> list[Document]:
+        """Refused: :class:`NoVectors` (the backend searches by text with its own embedder)."""
+        raise NoVectors("search by vector (similarity_search_by_vector)")
+
+    async def asimilarity_search_by_vector(
+        self, embedding: list[float], k: int = 4, **kwargs: Any
+    ) -> list[Document]:
+        """Refused: :class:`NoVectors`."""
+        raise NoVectors("search by vector (similarity_search_by_vector)")
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         """Scores as LangChain relevance: a cosine similarity is one already (LangChain's own
