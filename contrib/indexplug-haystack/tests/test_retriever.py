@@ -101,7 +101,8 @@ def test_no_match_and_an_empty_store_are_empty_lists() -> None:
 def test_bad_top_k_is_refused() -> None:
     retriever = IndexplugRetriever(make_store("sqlite-fts5"))
     with pytest.raises(ValueError):
-        retriever.run("otters", top_k=0)
+        retriever.run("otters", top_k=-1)
+    assert retriever.run("otters", top_k=0) == {"documents": []}
     with pytest.raises(ValueError):
         IndexplugRetriever(retriever.document_store, top_k=-1)
 

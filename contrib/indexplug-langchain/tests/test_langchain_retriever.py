@@ -92,12 +92,9 @@ def test_filters_in_the_constructor_and_per_call(backend: indexplug.Guard) -> No
 
 def test_no_match_is_an_empty_list_but_failures_raise(backend: indexplug.Guard) -> None:
     assert IndexplugRetriever(backend=backend, index="notes").invoke("quantum chromodynamics") == []
+    assert IndexplugRetriever(backend=backend, index="nothing-here").invoke("otters") == []
     with pytest.raises(indexplug.IndexEmptyError):
-        IndexplugRetriever(backend=backend, index="nothing-here").invoke("otters")
-    assert (
-        IndexplugRetriever(backend=backend, index="nothing-here", empty_is_error=False).invoke("x")
-        == []
-    )
+        IndexplugRetriever(backend=backend, index="nothing-here", empty_is_error=True).invoke("x")
 
 
 def test_a_reserved_key_stored_outside_the_adapter_is_refused_not_clobbered() -> None:
@@ -115,8 +112,10 @@ async def test_async_honours_k_and_filters(backend: indexplug.Guard) -> None:
     assert len(await r.ainvoke("otters", k=1)) == 1
     docs = await r.ainvoke("otters", filters={"year": {"$gte": 2023}})
     assert [d.id for d in docs] == ["doc-2"]
+    assert await IndexplugRetriever(backend=backend, index="nothing-here").ainvoke("otters") == []
     with pytest.raises(indexplug.IndexEmptyError):
-        await IndexplugRetriever(backend=backend, index="nothing-here").ainvoke("otters")
+        strict = IndexplugRetriever(backend=backend, index="nothing-here", empty_is_error=True)
+        await strict.ainvoke("otters")
 
 
 class _Slow:

@@ -4,7 +4,8 @@ embedded): with the model-free ``hashing:default`` embedder, and with the real a
 classes are never skipped, so a missing model fails them rather than passing them by).
 
 Each class provides only what the base classes ask of a subclass: the retriever's constructor,
-its parameters and a query example; an empty vector store per test.  No standard test is
+its parameters and a query example; an empty vector store per test (filling to ``k`` on a
+lexical backend, as the suite expects of a dense store).  No standard test is
 overridden, skipped or deselected (``test_no_overrides_DO_NOT_OVERRIDE`` checks it).
 """
 
@@ -96,11 +97,17 @@ class _Store(VectorStoreIntegrationTests):
 
     @pytest.fixture
     def vectorstore(self, _home: Path) -> Iterator[VectorStore]:
-        """An empty store in this test's own indexplug home."""
+        """An empty store in this test's own indexplug home.  The suite is written for dense
+        stores, where every document is among the ``k`` nearest (``similarity_search("bar",
+        k=2)`` is expected to answer "bar" then "foo"); a lexical backend ranks only the
+        documents sharing a term with the query, so the store is asked to fill to ``k``
+        (``fill_to_k=True``, which changes nothing on a dense backend)."""
         name, options = self.backend
         guard = indexplug.open_backend(name, options)
         try:
-            yield IndexplugVectorStore(guard, "standard", embedding=self.get_embeddings())
+            yield IndexplugVectorStore(
+                guard, "standard", embedding=self.get_embeddings(), fill_to_k=True
+            )
         finally:
             guard.close()
 

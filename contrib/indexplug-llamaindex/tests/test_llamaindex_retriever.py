@@ -108,9 +108,9 @@ def test_no_match_is_empty_and_failures_raise(backend: indexplug.Guard) -> None:
         assert IndexplugRetriever(backend, "notes").retrieve("quantum chromodynamics") == []
     none_pass = IndexplugRetriever(backend, "notes", filters={"year": 1900})
     assert none_pass.retrieve("lava") == []
+    assert IndexplugRetriever(backend, "nothing-here").retrieve("otters") == []
     with pytest.raises(indexplug.IndexEmptyError):
-        IndexplugRetriever(backend, "nothing-here").retrieve("otters")
-    assert IndexplugRetriever(backend, "nothing-here", empty_is_error=False).retrieve("x") == []
+        IndexplugRetriever(backend, "nothing-here", empty_is_error=True).retrieve("x")
     with pytest.raises(indexplug.InvalidIndexName):
         IndexplugRetriever(backend, "../etc")
 
@@ -135,8 +135,9 @@ async def test_aretrieve_awaits_the_guard_and_leaves_the_loop_free(
         found = await retriever.aretrieve("otters")
     assert [n.node.node_id for n in found] == [OTTERS.id]
     assert ticks.count > before
+    assert await IndexplugRetriever(backend, "nothing-here").aretrieve("otters") == []
     with pytest.raises(indexplug.IndexEmptyError):
-        await IndexplugRetriever(backend, "nothing-here").aretrieve("otters")
+        await IndexplugRetriever(backend, "nothing-here", empty_is_error=True).aretrieve("x")
 
 
 def test_a_passage_with_its_own_indexplug_key_is_not_overwritten(guard: indexplug.Guard) -> None:

@@ -6,6 +6,9 @@
   record below.
 * ``meta`` values that indexplug metadata holds as they are (strings, integers up to 2**53,
   finite floats, booleans, ``None``) are real passage metadata, so filters run in the backend.
+* Tuples in meta values are stored as lists, as JSON writes them (``DocumentSplitter`` with
+  ``split_overlap`` puts ``(start, end)`` tuples in ``meta["_split_overlap"]``), so they come
+  back as lists; any other value that is not JSON is refused naming the key.
 * Everything else (the embedding, the sparse embedding, the blob, meta values that are lists,
   dicts or out of range, and the write order) is one JSON record under the metadata key
   :data:`RECORD_KEY`; :data:`ENCODED_KEY` lists the meta keys kept only in that record, so that
@@ -85,6 +88,29 @@ def _encodable(text: str) -> bool:
     return True
 
 
+MAX_META_DEPTH = 100
+"""The deepest nesting of lists and dicts a meta value may have."""
+
+
+def plain_json(value: Any, where: str, depth: int = 0) -> Any:
+    """``value`` with every tuple as a list, as JSON writes it (Haystack's ``DocumentSplitter``
+    puts ``(start, end)`` tuples in ``meta["_split_overlap"][i]["range"]``); a value without
+    tuples comes back as it is.  Nothing else is converted: :func:`_check_json` refuses it."""
+    if depth > MAX_META_DEPTH:
+        raise MetadataRefused(f"{where}: nested deeper than {MAX_META_DEPTH} levels")
+    if type(value) is tuple or type(value) is list:
+        items = [plain_json(v, where, depth + 1) for v in value]
+        if type(value) is list and all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        return items
+    if type(value) is dict:
+        pairs = {k: plain_json(v, where, depth + 1) for k, v in value.items()}
+        if all(pairs[k] is v for k, v in value.items()):
+            return value
+        return pairs
+    return value
+
+
 def _check_json(value: Any, where: str) -> None:
     """Refuse a meta value that JSON cannot give back as it was (a tuple, a set, a datetime,
     a dict with keys that are not strings...): Haystack meta must be JSON."""
@@ -154,6 +180,7 @@ def to_passage(doc: Document, seq: int) -> Passage:
             )
         if "\x00" in name or not _encodable(name):
             raise MetadataRefused(f"document {key!r}: meta key {name!r} holds a NUL or surrogate")
+        value = plain_json(value, f"document {key!r}: meta[{name!r}]")
         _check_json(value, f"document {key!r}: meta[{name!r}]")
         if _is_flat(value):
             flat[name] = value

@@ -3,8 +3,10 @@
 ``run(query, top_k, filters)`` answers ``{"documents": [...]}``: the best documents for the
 query by the index's own ranking (full text for sqlite-fts5, vectors for a dense backend), each
 with ``Document.score`` and the adapter's fields under ``meta["indexplug"]`` (never over a
-user's key: that key is refused on write).  No match, or an empty store, is an empty list; a
-failure, timeout or unavailable backend raises the typed :class:`indexplug.OutcomeError`.
+user's key: that key is refused on write).  As with Haystack's ``InMemoryBM25Retriever``: no
+match, an empty store, ``run(top_k=0)`` and a query of blanks or punctuation only are an empty
+list, while ``""`` and a ``top_k`` below 1 at construction raise ``ValueError``.  A failure,
+timeout or unavailable backend raises the typed :class:`indexplug.OutcomeError`.
 """
 
 from __future__ import annotations
@@ -102,7 +104,8 @@ class IndexplugRetriever:
         self, top_k: int | None, filters: dict[str, Any] | None
     ) -> tuple[int, dict[str, Any] | None, Plan]:
         k = self.top_k if top_k is None else top_k
-        _check_top_k(k)
+        if k != 0 or type(k) is not int:
+            _check_top_k(k)
         merged = apply_filter_policy(self.filter_policy, self.filters, filters)
         return k, merged, self.document_store._plan(merged)
 
@@ -128,6 +131,8 @@ class IndexplugRetriever:
     ) -> dict[str, list[Document]]:
         """The ``top_k`` best documents for ``query`` that pass ``filters``."""
         k, merged, plan = self._request(top_k, filters)
+        if _nothing_to_find(query, k):
+            return {"documents": []}
         store = self.document_store
         ask = k
         while True:
@@ -145,6 +150,8 @@ class IndexplugRetriever:
     ) -> dict[str, list[Document]]:
         """:meth:`run` on the guard's coroutine (the event loop is never blocked)."""
         k, merged, plan = self._request(top_k, filters)
+        if _nothing_to_find(query, k):
+            return {"documents": []}
         store = self.document_store
         ask = k
         while True:
@@ -155,6 +162,17 @@ class IndexplugRetriever:
             if done:
                 return {"documents": docs}
             ask = min(ask * _WIDEN, MAX_TOP_K)
+
+
+def _nothing_to_find(query: Any, top_k: int) -> bool:
+    """Whether a search has an empty answer without asking the index: ``top_k`` is 0, or the
+    query is text with no word in it, as Haystack's in-memory store answers them; ``""``
+    raises the ``ValueError`` that store raises."""
+    if query == "":
+        raise ValueError("Query should be a non-empty string")
+    if top_k == 0:
+        return True
+    return isinstance(query, str) and not any(ch.isalnum() for ch in query)
 
 
 def _check_top_k(top_k: Any) -> None:

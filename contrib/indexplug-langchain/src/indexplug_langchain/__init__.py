@@ -3,6 +3,7 @@
 from indexplug_langchain._convert import (
     NAMESPACE,
     NoRelevanceScale,
+    NoVectors,
     ReservedMetadataKey,
     UnstorableMetadata,
 )
@@ -14,6 +15,7 @@ __all__ = [
     "IndexplugRetriever",
     "IndexplugVectorStore",
     "NoRelevanceScale",
+    "NoVectors",
     "ReservedMetadataKey",
     "UnstorableMetadata",
 ]

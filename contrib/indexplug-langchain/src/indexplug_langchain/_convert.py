@@ -45,6 +45,20 @@ class NoRelevanceScale(InvalidRequest, NotImplementedError):
     LangChain's own stores raise for it."""
 
 
+class NoVectors(InvalidRequest, NotImplementedError):
+    """A search that needs the stored vectors (maximal marginal relevance, search by a given
+    vector): indexplug backends keep their own representation and give no vectors back.  A
+    ``NotImplementedError`` too, which is what LangChain's own stores raise for it."""
+
+    def __init__(self, operation: str) -> None:
+        super().__init__(
+            f"{operation} needs the stored vectors, which indexplug backends do not give back "
+            "(each embeds, or indexes lexically, for itself); use similarity_search, or "
+            'as_retriever(search_type="similarity")',
+            field="search_type",
+        )
+
+
 def _scalar(value: Any) -> bool:
     if type(value) is float:
         return math.isfinite(value)
@@ -164,6 +178,16 @@ def filter_argument(kwargs: dict[str, Any], default: Mapping[str, Any] | None) -
             field="filters",
         )
     return value
+
+
+def nothing_to_find(query: Any, k: Any) -> bool:
+    """Whether a search has an empty answer without asking the index: ``k`` is 0, or the query
+    is text with no word in it (empty, blank, only punctuation).  This is what LangChain's own
+    in-memory stores answer such a search with (``[]``); a query that is not text, or a
+    negative ``k``, still goes to the guard and is refused there."""
+    if type(k) is int and k == 0:
+        return True
+    return isinstance(query, str) and not any(ch.isalnum() for ch in query)
 
 
 def refuse_kwargs(kwargs: Mapping[str, Any], where: str) -> None:

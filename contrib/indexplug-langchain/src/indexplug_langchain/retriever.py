@@ -1,9 +1,11 @@
 """A LangChain retriever whose failures are exceptions, never an empty list.
 
-LangChain retrievers return ``list[Document]``: an empty list would hide an index that is down,
-timed out or empty.  This retriever keeps indexplug's honesty in that shape: hits become
-documents, ``NO_MATCH`` (the index answered, nothing matched) is ``[]``, and anything else raises
-the typed :class:`indexplug.OutcomeError` subclass for its code.  A document's metadata is the
+LangChain retrievers return ``list[Document]``: an empty list would hide an index that is down
+or timed out.  This retriever keeps indexplug's honesty in that shape: hits become documents;
+``NO_MATCH`` (the index answered, nothing matched) and ``INDEX_EMPTY`` (nothing indexed yet)
+are ``[]``, as from ``vectorstore.as_retriever()`` and LangChain's in-memory stores, and so is a
+search for ``k=0`` or a query with no word in it; anything else raises the typed
+:class:`indexplug.OutcomeError` subclass for its code.  A document's metadata is the
 passage's own; the adapter's fields (rank, score, scale, span, source, passage id, untrusted)
 are under the one key ``"indexplug"``.
 """
@@ -26,6 +28,7 @@ from pydantic import ConfigDict, Field, model_validator
 from indexplug_langchain._convert import (
     filter_argument,
     hit_document,
+    nothing_to_find,
     raise_outcome,
     refuse_kwargs,
 )
@@ -54,9 +57,10 @@ class IndexplugRetriever(BaseRetriever):
     k: int = 4
     filters: dict[str, Any] | None = None
     deadline_s: float | None = None
-    empty_is_error: bool = True
-    """An index with nothing in it raises ``IndexEmptyError`` (a retriever over an index that
-    was never filled is a deployment mistake); ``False`` makes it an empty list."""
+    empty_is_error: bool = False
+    """``True`` makes an index with nothing in it raise ``IndexEmptyError`` (for a deployment
+    where a retriever over an index never filled is a mistake); by default it answers ``[]``,
+    as LangChain's own stores do."""
 
     @model_validator(mode="before")
     @classmethod
@@ -108,6 +112,8 @@ class IndexplugRetriever(BaseRetriever):
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
         k, filters = self._args(kwargs)
+        if nothing_to_find(query, k):
+            return []
         outcome = self.backend.search(
             self.index, query, top_k=k, deadline_s=self.deadline_s, filters=filters
         )
@@ -117,6 +123,8 @@ class IndexplugRetriever(BaseRetriever):
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
         k, filters = self._args(kwargs)
+        if nothing_to_find(query, k):
+            return []
         outcome = await self.backend.asearch(
             self.index, query, top_k=k, deadline_s=self.deadline_s, filters=filters
         )

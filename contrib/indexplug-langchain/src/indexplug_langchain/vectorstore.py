@@ -5,9 +5,10 @@ id replaces that document (upsert), ``delete`` and ``get_by_ids`` go by key.  Th
 and embeds for itself (sqlite-fts5 is lexical BM25; chroma embeds with its configured
 embedder), so the ``embedding`` LangChain hands a vector store is kept, never called.
 
-LangChain's convention sets the return shapes: an empty store is an empty list, and a search
-returns the ``k`` nearest documents without a threshold, so on a backend that ranks only the
-documents sharing a term with the query, the others follow them (``fill_to_k``).  A failure,
+LangChain's convention sets the return shapes: an empty store, ``k=0`` and a query with no
+word in it are an empty list, as in LangChain's in-memory store.  A search returns what the
+backend ranked: on a lexical backend that is only the documents sharing a term with the query,
+never documents that do not match (``fill_to_k=True`` pads to ``k`` with them).  A failure,
 timeout or unavailable backend raises the typed :class:`indexplug.OutcomeError` subclass,
 never an empty list; :meth:`IndexplugVectorStore.search_outcome` gives the typed outcome itself.
 """
@@ -30,8 +31,10 @@ from langchain_core.vectorstores import VectorStore
 
 from indexplug_langchain._convert import (
     NoRelevanceScale,
+    NoVectors,
     filter_argument,
     lookup,
+    nothing_to_find,
     passage_document,
     raise_outcome,
     refuse_kwargs,
@@ -56,10 +59,11 @@ class IndexplugVectorStore(VectorStore):
     * ``max_bytes``: the index's size budget for writes (``OverBudgetError`` past it).
     * ``deadline_s``: the deadline of each search and read (writes have none but the guard's
       backstop, as in LangChain).
-    * ``fill_to_k``: a search that ranks fewer than ``k`` documents (a lexical backend ranks
-      only those sharing a term with the query) is followed by other documents passing the
-      filter, in passage-id order, with score :data:`FILL_SCORE`, up to ``k`` (needs a backend
-      with ``scan``); ``False`` returns only what the backend ranked.
+    * ``fill_to_k``: ``True`` follows a search that ranks fewer than ``k`` documents (a
+      lexical backend ranks only those sharing a term with the query) with other documents
+      passing the filter, in passage-id order, with score :data:`FILL_SCORE`, up to ``k``
+      (needs a backend with ``scan``), for code that expects ``k`` documents from every search
+      as from a dense store.  By default only what the backend ranked is returned.
     """
 
     def __init__(
@@ -70,7 +74,7 @@ class IndexplugVectorStore(VectorStore):
         embedding: Embeddings | None = None,
         max_bytes: int | None = None,
         deadline_s: float | None = None,
-        fill_to_k: bool = True,
+        fill_to_k: bool = False,
     ) -> None:
         validate_index_name(index)
         if not callable(getattr(guard, "search", None)):
@@ -205,10 +209,13 @@ class IndexplugVectorStore(VectorStore):
         return self.add_documents(self._documents(texts, metadatas), ids=ids, **kwargs)
 
     def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
-        """Add (or replace, by id) ``documents``; answers their ids (``ids=`` if given)."""
+        """Add (or replace, by id) ``documents``; answers their ids (``ids=`` if given).
+        ``batch_size=`` (LangChain's ``index()`` passes it) writes that many documents per
+        call to the backend; a failed batch raises, the batches before it stay written."""
+        batch = _batch_size(kwargs)
         passages, keys = self._passages(documents, kwargs)
-        if passages:
-            self._written(self.guard.add(self.index, passages, max_bytes=self.max_bytes))
+        for chunk in _batches(passages, batch):
+            self._written(self.guard.add(self.index, chunk, max_bytes=self.max_bytes))
         return keys
 
     async def aadd_texts(
@@ -224,10 +231,10 @@ class IndexplugVectorStore(VectorStore):
 
     async def aadd_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
         """:meth:`add_documents` through the guard's ``aadd``."""
+        batch = _batch_size(kwargs)
         passages, keys = self._passages(documents, kwargs)
-        if passages:
-            out = await self.guard.aadd(self.index, passages, max_bytes=self.max_bytes)
-            self._written(out)
+        for chunk in _batches(passages, batch):
+            self._written(await self.guard.aadd(self.index, chunk, max_bytes=self.max_bytes))
         return keys
 
     @staticmethod
@@ -350,6 +357,8 @@ class IndexplugVectorStore(VectorStore):
         """The ``k`` nearest documents with their scores on the backend's scale (higher is
         better; see ``guard.score_scale``).  ``filter=``: an indexplug operator filter."""
         args = self._search_args(k, kwargs)
+        if nothing_to_find(query, k):
+            return []
         ranked = self._ranked(self.guard.search(self.index, query, **args))
         if ranked is not None and self._wants_fill(ranked, k):
             page = self.guard.scan(
@@ -366,6 +375,8 @@ class IndexplugVectorStore(VectorStore):
     ) -> list[tuple[Document, float]]:
         """:meth:`similarity_search_with_score` through the guard's ``asearch`` and ``ascan``."""
         args = self._search_args(k, kwargs)
+        if nothing_to_find(query, k):
+            return []
         ranked = self._ranked(await self.guard.asearch(self.index, query, **args))
         if ranked is not None and self._wants_fill(ranked, k):
             page = await self.guard.ascan(
@@ -385,6 +396,64 @@ class IndexplugVectorStore(VectorStore):
         """:meth:`similarity_search` through the guard's async ops."""
         return [d for d, _ in await self.asimilarity_search_with_score(query, k, **kwargs)]
 
+    # -- what needs vectors: refused with a message (LangChain's base raises a bare
+    # NotImplementedError, which as_retriever(search_type="mmr") shows as an empty error) --
+    def max_marginal_relevance_search(
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """Refused: :class:`NoVectors` (maximal marginal relevance needs the vectors)."""
+        raise NoVectors("maximal marginal relevance search (search_type='mmr')")
+
+    async def amax_marginal_relevance_search(
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """Refused: :class:`NoVectors`."""
+        raise NoVectors("maximal marginal relevance search (search_type='mmr')")
+
+    def max_marginal_relevance_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """Refused: :class:`NoVectors`."""
+        raise NoVectors("maximal marginal relevance search by vector")
+
+    async def amax_marginal_relevance_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """Refused: :class:`NoVectors`."""
+        raise NoVectors("maximal marginal relevance search by vector")
+
+    def similarity_search_by_vector(
+        self, embedding: list[float], k: int = 4, **kwargs: Any
+    ) -> list[Document]:
+        """Refused: :class:`NoVectors` (the backend searches by text with its own embedder)."""
+        raise NoVectors("search by vector (similarity_search_by_vector)")
+
+    async def asimilarity_search_by_vector(
+        self, embedding: list[float], k: int = 4, **kwargs: Any
+    ) -> list[Document]:
+        """Refused: :class:`NoVectors`."""
+        raise NoVectors("search by vector (similarity_search_by_vector)")
+
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         """Scores as LangChain relevance: a cosine similarity is one already (LangChain's own
         ``1 - cosine distance``); other scales (BM25, comparable within one search only) have
@@ -401,3 +470,24 @@ class IndexplugVectorStore(VectorStore):
 
 def _same(score: float) -> float:
     return score
+
+
+def _batch_size(kwargs: dict[str, Any]) -> int | None:
+    """``batch_size=`` popped from ``kwargs`` (LangChain's ``index()`` passes it): a positive
+    integer, or ``None`` (not given: every document in one write)."""
+    value = kwargs.pop("batch_size", None)
+    if value is None:
+        return None
+    if type(value) is not int or value < 1:
+        raise InvalidRequest(
+            f"batch_size must be a positive integer, got {value!r}", field="batch_size"
+        )
+    return value
+
+
+def _batches(passages: list[indexplug.Passage], size: int | None) -> list[list[indexplug.Passage]]:
+    """``passages`` in writes of ``size`` (all in one without a size; none when empty)."""
+    if not passages:
+        return []
+    step = size or len(passages)
+    return [passages[i : i + step] for i in range(0, len(passages), step)]

@@ -1,10 +1,12 @@
 """A LlamaIndex retriever whose failures are exceptions, never an empty list.
 
 Hits become ``NodeWithScore`` (the node a passage keeps, see :mod:`indexplug_llamaindex.nodes`,
-with the backend's score); ``NO_MATCH`` is ``[]``; an empty, failed, timed-out or unavailable
-index raises the typed :class:`indexplug.OutcomeError` subclass for its code.  The adapter's
-fields of each hit are under the node's ``indexplug`` metadata, which neither the LLM nor an
-embedder sees.  ``aretrieve`` awaits the guard's ``asearch``: it never blocks the event loop.
+with the backend's score); ``NO_MATCH``, an empty index, ``similarity_top_k=0`` and a query with
+no word in it are ``[]``, as from ``VectorStoreIndex(...).as_retriever()``; a failed,
+timed-out or unavailable index raises the typed :class:`indexplug.OutcomeError` subclass for
+its code.  The adapter's fields of each hit are under the node's ``indexplug`` metadata,
+which neither the LLM nor an embedder sees.  ``aretrieve`` awaits the guard's ``asearch``: it
+never blocks the event loop.
 """
 
 from __future__ import annotations
@@ -22,15 +24,24 @@ DEFAULT_TOP_K = 4
 
 
 def hits_to_nodes(
-    outcome: indexplug.SearchOutcome, *, empty_is_error: bool = True
+    outcome: indexplug.SearchOutcome, *, empty_is_error: bool = False
 ) -> list[NodeWithScore]:
-    """The nodes of a search outcome: hits for ``SEARCHED``, ``[]`` for ``NO_MATCH`` (and for
-    ``INDEX_EMPTY`` when ``empty_is_error`` is false); any other outcome raises its typed
-    :class:`indexplug.OutcomeError`."""
+    """The nodes of a search outcome: hits for ``SEARCHED``, ``[]`` for ``NO_MATCH`` and for
+    ``INDEX_EMPTY`` (which raises when ``empty_is_error`` is true); any other outcome raises
+    its typed :class:`indexplug.OutcomeError`."""
     if isinstance(outcome, indexplug.Searched):
         return [NodeWithScore(node=hit_to_node(h), score=h.score) for h in outcome.hits]
     indexplug.raise_for_outcome(outcome, empty_is_error=empty_is_error)
     return []
+
+
+def nothing_to_find(query: Any, top_k: Any) -> bool:
+    """Whether a search has an empty answer without asking the index: ``top_k`` is 0, or the
+    query is text with no word in it (empty, blank, only punctuation).  A query that is not
+    text, or a negative ``top_k``, still goes to the guard and is refused there."""
+    if type(top_k) is int and top_k == 0:
+        return True
+    return isinstance(query, str) and not any(ch.isalnum() for ch in query)
 
 
 class IndexplugRetriever(BaseRetriever):
@@ -51,7 +62,7 @@ class IndexplugRetriever(BaseRetriever):
         top_k: int | None = None,
         filters: FilterInput = None,
         deadline_s: float | None = None,
-        empty_is_error: bool = True,
+        empty_is_error: bool = False,
         **kwargs: Any,
     ) -> None:
         indexplug.validate_index_name(index)
@@ -96,9 +107,13 @@ class IndexplugRetriever(BaseRetriever):
         )
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        if nothing_to_find(query_bundle.query_str, self.similarity_top_k):
+            return []
         outcome = self.search_outcome(query_bundle.query_str)
         return hits_to_nodes(outcome, empty_is_error=self.empty_is_error)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        if nothing_to_find(query_bundle.query_str, self.similarity_top_k):
+            return []
         outcome = await self.asearch_outcome(query_bundle.query_str)
         return hits_to_nodes(outcome, empty_is_error=self.empty_is_error)

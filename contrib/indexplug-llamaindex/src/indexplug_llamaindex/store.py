@@ -40,6 +40,7 @@ from indexplug_llamaindex.nodes import (
     node_to_passage,
     passage_to_node,
 )
+from indexplug_llamaindex.retriever import nothing_to_find
 
 _MODES = (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.TEXT_SEARCH)
 SCAN_PAGE = 500
@@ -277,7 +278,7 @@ class IndexplugVectorStore(BasePydanticVectorStore):
                 "(default or text_search)"
             )
         text = query.query_str
-        if not text or not text.strip():
+        if text is None:
             raise UnsupportedQuery(
                 "the query has no text (query_str): indexplug backends search by text and "
                 "never by a given embedding"
@@ -308,12 +309,19 @@ class IndexplugVectorStore(BasePydanticVectorStore):
         """The ``similarity_top_k`` best nodes for ``query.query_str`` that pass its filters,
         node ids and document ids (``node_ids=[]``, as ``as_retriever()`` sends, is no
         restriction).  Scores are the backend's, on its score scale (in each node's
-        ``indexplug`` metadata)."""
-        return _result(self.query_outcome(query))
+        ``indexplug`` metadata).  An empty store, ``similarity_top_k=0`` and a query with no
+        word in it are an empty result."""
+        text, args = self._search_args(query)
+        if nothing_to_find(text, args["top_k"]):
+            return _empty_result()
+        return _result(self._guard.search(self.index, text, **args))
 
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """:meth:`query` through the guard's ``asearch``: the event loop is never blocked."""
-        return _result(await self.aquery_outcome(query))
+        text, args = self._search_args(query)
+        if nothing_to_find(text, args["top_k"]):
+            return _empty_result()
+        return _result(await self._guard.asearch(self.index, text, **args))
 
 
 def _result(outcome: indexplug.SearchOutcome) -> VectorStoreQueryResult:
@@ -325,8 +333,12 @@ def _result(outcome: indexplug.SearchOutcome) -> VectorStoreQueryResult:
             ids=[n.node_id for n in nodes],
         )
     if isinstance(outcome, NoMatch) or outcome.code == "INDEX_EMPTY":
-        return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
+        return _empty_result()
     _fail(outcome)
+
+
+def _empty_result() -> VectorStoreQueryResult:
+    return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
 
 
 def _in_order(nodes: list[Any], node_ids: Sequence[str] | None) -> list[BaseNode]:
