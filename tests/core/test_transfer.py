@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from indexplug.errors import InvalidRequest
 from indexplug.guard import Guard
-from indexplug.outcomes import Got, IndexFailed, IndexStatus
+from indexplug.outcomes import Got, IndexFailed, IndexStatus, IndexTimeout
 from indexplug.passages import Passage
 from indexplug.transfer import (
     Copied,
@@ -242,3 +242,44 @@ def test_sample_queries_compare_scores_and_ids_above_the_cut() -> None:
         queries=[other],
     )
     assert not v.ok
+
+
+def _deadlines_seen(g: Guard, seen: list[tuple[str, object]]) -> None:
+    """Record the ``deadline_s`` of every read and write ``g`` is asked for."""
+    for name in ("status", "scan", "get", "search", "add"):
+        real = getattr(g, name)
+
+        def spy(*args: object, _real: object = real, _name: str = name, **kw: object) -> object:
+            seen.append((_name, kw.get("deadline_s")))
+            return _real(*args, **kw)  # type: ignore[operator]
+
+        setattr(g, name, spy)
+
+
+def test_export_and_copy_pass_the_callers_deadline_to_every_call(tmp_path: Path) -> None:
+    """The passage count inside export and copy, and copy's final check, run within the
+    caller's deadline (not the default one): a locked store answers INDEX_TIMEOUT at the
+    deadline asked for."""
+    src, dst = filled(40, keyed=5), guard("b")
+    seen: list[tuple[str, object]] = []
+    _deadlines_seen(src, seen)
+    _deadlines_seen(dst, seen)
+    assert isinstance(export(src, "src", tmp_path / "out.jsonl", deadline_s=1.5), Exported)
+    out = copy(src, "src", dst, "dst", deadline_s=1.5, home=tmp_path)
+    assert isinstance(out, Copied) and out.ok, out
+    ops = {name for name, _ in seen}
+    assert {"status", "scan", "get", "search", "add"} <= ops
+    assert [c for c in seen if c[1] != 1.5] == []
+
+
+def test_a_count_that_times_out_stops_export_and_copy(tmp_path: Path) -> None:
+    src, dst = filled(10), guard("b")
+    late = IndexTimeout(index="src", backend="test-store", deadline_s=1.0)
+    scans: list[object] = []
+    src.status = lambda *a, **kw: late  # type: ignore[method-assign]
+    real_scan = src.scan
+    src.scan = lambda *a, **kw: scans.append(a) or real_scan(*a, **kw)  # type: ignore[method-assign]
+    assert export(src, "src", tmp_path / "out.jsonl", deadline_s=1.0) == late
+    assert not (tmp_path / "out.jsonl").exists()
+    assert copy(src, "src", dst, "dst", deadline_s=1.0, home=tmp_path) == late
+    assert scans == []

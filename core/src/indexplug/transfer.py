@@ -300,7 +300,9 @@ def export(
     or an open text stream.  ``deadline_s`` bounds each page read.  Answers
     :class:`Exported` or the failure that stopped the scan.
     """
-    total = _count(guard, index)
+    total = _count(guard, index, deadline_s)
+    if not isinstance(total, int):
+        return total
     if isinstance(out, str | os.PathLike):
         target = Path(os.fspath(out))
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
@@ -351,8 +353,15 @@ def _write_pages(
     return n
 
 
-def _count(guard: Guard, index: str) -> int:
-    st = guard.status(index)
+def _count(
+    guard: Guard, index: str, deadline_s: float | None
+) -> int | IndexTimeout | IndexUnavailable:
+    """The passages of ``index`` for progress, read within the caller's deadline: a timeout or
+    an outage stops the transfer there (an index that fails otherwise answers that failure
+    from its first page)."""
+    st = guard.status(index, deadline_s=deadline_s)
+    if isinstance(st, IndexTimeout | IndexUnavailable):
+        return st
     return st.passages if isinstance(st, IndexStatus) else 0
 
 
@@ -596,7 +605,9 @@ def copy(
         state = CopyState(source=source, target=target, target_before=before.passages)
         keys_path.unlink(missing_ok=True)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    total = _count(src, src_index)
+    total = _count(src, src_index, deadline_s)
+    if not isinstance(total, int):
+        return total
     counts = {"read": 0, "added": 0, "known": 0}
     use_get = bool(getattr(src.capabilities, "get", False))
     buffered: dict[str, list[Passage]] = {}
@@ -646,7 +657,15 @@ def copy(
         failed = _copy_keys(src, src_index, keys_path, state, path, write, deadline_s)
         if failed is not None:
             return failed
-    check = verify(src, src_index, dst, dst_index, state.target_before, queries=queries)
+    check = verify(
+        src,
+        src_index,
+        dst,
+        dst_index,
+        state.target_before,
+        queries=queries,
+        deadline_s=deadline_s,
+    )
     if not isinstance(check, Verification):
         return check
     path.unlink(missing_ok=True)
@@ -703,12 +722,14 @@ def verify(
     target_before: int = 0,
     *,
     queries: int = SAMPLE_QUERIES,
+    deadline_s: float | None = None,
 ) -> Verification | IndexFailed | IndexTimeout | IndexUnavailable:
     """Check a copy: both counts, every source id in the target (by ``get``, else by scanning
     the target), and where both score on the same scale and the target held nothing else
     (``target_before`` 0) the top hits of ``queries`` sample queries (the opening words of
-    passages spread over the source)."""
-    s_status, d_status = src.status(src_index), dst.status(dst_index)
+    passages spread over the source).  ``deadline_s`` bounds each read."""
+    s_status = src.status(src_index, deadline_s=deadline_s)
+    d_status = dst.status(dst_index, deadline_s=deadline_s)
     for st in (s_status, d_status):
         if not isinstance(st, IndexStatus):
             return st
@@ -719,7 +740,7 @@ def verify(
     if not dst_get:
         if getattr(dst.capabilities, "scan", False):
             present = set()
-            for page in dst.scan_all(dst_index, page=PAGE):
+            for page in dst.scan_all(dst_index, page=PAGE, deadline_s=deadline_s):
                 if not isinstance(page, Scanned):
                     return page
                 present.update(p.id for p in page.passages)
@@ -730,7 +751,7 @@ def verify(
     texts: list[str] = []
     every = max(1, s_status.passages // max(1, queries))
     seen = 0
-    for page in src.scan_all(src_index, page=PAGE):
+    for page in src.scan_all(src_index, page=PAGE, deadline_s=deadline_s):
         if not isinstance(page, Scanned):
             return page
         ids = [p.id for p in page.passages]
@@ -739,7 +760,7 @@ def verify(
                 texts.append(" ".join(p.text.split()[:12]))
             seen += 1
         if dst_get:
-            got = dst.get(dst_index, ids)
+            got = dst.get(dst_index, ids, deadline_s=deadline_s)
             if not isinstance(got, Got):
                 return got
             lost = list(got.missing_ids)
@@ -762,8 +783,8 @@ def verify(
             checks.append(
                 _compare(
                     q,
-                    src.search(src_index, q, top_k=VERIFY_TOP_K),
-                    dst.search(dst_index, q, top_k=VERIFY_TOP_K),
+                    src.search(src_index, q, top_k=VERIFY_TOP_K, deadline_s=deadline_s),
+                    dst.search(dst_index, q, top_k=VERIFY_TOP_K, deadline_s=deadline_s),
                 )
             )
     else:
