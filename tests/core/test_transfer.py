@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from indexplug.errors import InvalidRequest
@@ -278,8 +279,38 @@ def test_a_count_that_times_out_stops_export_and_copy(tmp_path: Path) -> None:
     scans: list[object] = []
     src.status = lambda *a, **kw: late  # type: ignore[method-assign]
     real_scan = src.scan
-    src.scan = lambda *a, **kw: scans.append(a) or real_scan(*a, **kw)  # type: ignore[method-assign]
+
+    def scan(*a: Any, **kw: Any) -> Any:
+        scans.append(a)
+        return real_scan(*a, **kw)
+
+    src.scan = scan  # type: ignore[method-assign]
     assert export(src, "src", tmp_path / "out.jsonl", deadline_s=1.0) == late
     assert not (tmp_path / "out.jsonl").exists()
     assert copy(src, "src", dst, "dst", deadline_s=1.0, home=tmp_path) == late
     assert scans == []
+
+
+def test_export_never_lands_outside_when_its_folder_is_swapped_for_a_link(
+    tmp_path: Path,
+) -> None:
+    """The folder checked by confined_output is swapped for a link that leads out before the
+    export opens it (the race, made deterministic): the export refuses and writes nothing
+    anywhere, because its folder is opened from the root without following links."""
+    src = filled(5)
+    root, outside = tmp_path / "allowed", tmp_path / "outside"
+    (root / "sub").mkdir(parents=True)
+    outside.mkdir()
+    roots = [os.path.realpath(root)]
+    for exclusive in (True, False):
+        target = confined_output(root / "sub" / "out.jsonl", roots)
+        (root / "sub").rename(root / "moved")
+        (root / "sub").symlink_to(outside, target_is_directory=True)
+        with pytest.raises(InvalidRequest, match="no longer a folder inside"):
+            export(src, "src", target, exclusive=exclusive, roots=roots)
+        assert os.listdir(outside) == [] and os.listdir(root / "moved") == []
+        (root / "sub").unlink()
+        (root / "moved").rename(root / "sub")
+    out = export(src, "src", confined_output(root / "sub" / "out.jsonl", roots), roots=roots)
+    assert isinstance(out, Exported) and out.passages == 5
+    assert os.listdir(root / "sub") == ["out.jsonl"] and out.bytes > 0
