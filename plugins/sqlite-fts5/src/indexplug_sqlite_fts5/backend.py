@@ -562,6 +562,7 @@ class SqliteFts5Backend:
                     terms = query_terms(query)
                     if not terms:
                         return NoMatch(index=index, backend=self.name, searched=count)
+                    indexed: int | None = None
                     if filters:
                         rows = self._filtered(conn, fts5_expression(terms), top_k, filters)
                     else:
@@ -579,6 +580,20 @@ class SqliteFts5Backend:
                         else:
                             ranked = pruning.top_k(conn, stats, terms, top_k)
                         rows = self._rows(conn, ranked)
+                        indexed = stats.rows
+                    if len(rows) < top_k:
+                        # a short answer (NO_MATCH among them) may be a full-text index
+                        # emptied behind its records: its row count (FTS5's averages record,
+                        # read already for an unfiltered search, else one lookup by key) must
+                        # be the passages'
+                        if indexed is None:
+                            indexed = pruning.indexed_rows(conn)
+                        if indexed != count:
+                            raise Inconsistent(
+                                f"the full-text index holds {indexed} row(s) but the passages "
+                                f"table {count}: one was changed behind the other; rebuild "
+                                "the index"
+                            )
             finally:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
