@@ -189,8 +189,8 @@ def altered(
     changes: Mapping[str, Any],
 ) -> tuple[str, dict[str, Any] | None]:
     """A stored record with ``changes`` made to it in place (``text``, ``metadata``,
-    ``licence``, ``provenance``, ``start``, ``end``), its id and digest kept, in the layout it
-    has: what an edit behind the backend's back would leave (the conformance kit's
+    ``licence``, ``provenance``, ``start``, ``end``; ``digest``: ``None`` removes it), its id
+    and digest kept unless named, in the layout it has: what an edit behind the backend's back would leave (the conformance kit's
     ``tamper_record`` hook).  The filterable ``m.*`` copies follow a metadata change."""
     p = from_record(pid, document, metadata)
     source = p.source.model_copy(
@@ -204,7 +204,7 @@ def altered(
         end=changes.get("end", p.end),
         document_sha256=p.document_sha256,
         metadata=changes.get("metadata", p.metadata),
-        digest=p.digest,
+        digest=changes["digest"] if "digest" in changes else p.digest,
         key=p.key,
     )
     typed = not any(k.startswith(META_PREFIX) for k in metadata or {})

@@ -888,26 +888,27 @@ class SqliteFts5Backend:
     @_op
     def tamper_record(self, index: str, passage_id: str, changes: Mapping[str, object]) -> None:
         """Conformance-kit hook: alter fields of a stored row behind the backend's back
-        (``text``, ``metadata``, ``licence``, ``provenance``, ``start``, ``end``, ``key``), its
-        id and digest kept, and its full-text postings left as they were (as an edit of the file
-        with another SQLite client would leave them)."""
+        (``text``, ``metadata``, ``licence``, ``provenance``, ``start``, ``end``, ``key``, and
+        ``digest``: ``None`` removes it), its id and digest kept unless named, and its full-text
+        postings left as they were (as an edit of the file with another SQLite client would
+        leave them)."""
         conn = self._conn(index, create=False)
         if conn is None:
             raise LookupError(f"index {index!r} does not exist")
         row = conn.execute(
-            'SELECT text, source, start, "end", metadata, key FROM passages WHERE id = ?',
+            'SELECT text, source, start, "end", metadata, key, digest FROM passages WHERE id = ?',
             (passage_id,),
         ).fetchone()
         if row is None:
             raise LookupError(f"passage {passage_id[:12]} is not in index {index!r}")
-        text, source, start, end, metadata, key = row
+        text, source, start, end, metadata, key, digest = row
         src = json.loads(source)
-        for key in ("licence", "provenance"):
-            if key in changes:
-                src[key] = changes[key]
+        for name in ("licence", "provenance"):
+            if name in changes:
+                src[name] = changes[name]
         conn.execute(
             'UPDATE passages SET text = ?, source = ?, start = ?, "end" = ?, metadata = ?, '
-            "key = ? WHERE id = ?",
+            "key = ?, digest = ? WHERE id = ?",
             (
                 changes.get("text", text),
                 json.dumps(src, ensure_ascii=False),
@@ -917,6 +918,7 @@ class SqliteFts5Backend:
                 if "metadata" in changes
                 else metadata,
                 changes.get("key", key),
+                changes.get("digest", digest),
                 passage_id,
             ),
         )
