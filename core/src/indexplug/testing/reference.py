@@ -227,7 +227,7 @@ class ReferenceBackend:
                 id=old.id,
                 source=source,
                 document_sha256=old.document_sha256,
-                digest=cast(str | None, changes["digest"]) if "digest" in changes else old.digest,
+                digest=cast(str | None, changes.get("digest", old.digest)),
                 key=old.key,
                 **fields,
             )
