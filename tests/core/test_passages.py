@@ -322,3 +322,21 @@ def test_the_digest_covers_every_field_but_the_text_twice(
         assert c.digest == p.digest and c.digest != c.expected_digest() and not c.intact()
     with pytest.raises(ValidationError, match="digest"):
         Passage.model_validate({**p.model_dump(), "metadata": {"other": 1}})
+
+
+def test_validating_a_model_never_invents_a_stored_passages_digest() -> None:
+    """A passage read back without a digest keeps none when an outcome holding it is
+    validated (a backend building ``Scanned(...)``): filling one in there would launder an
+    edited record whose digest was removed into one that passes the guard's check."""
+    from indexplug.outcomes import Got, Scanned
+    from indexplug.passages import stored_passage
+
+    p = Passage.create("a stored passage", "mem://doc")
+    bare = stored_passage(p.id, p.text, p.source, p.start, p.end, None, {"lang": "fr"}, None)
+    for out in (
+        Scanned(index="x", backend="b", passages=[bare], next_after=None),
+        Got(index="x", backend="b", passages=[bare]),
+    ):
+        assert out.passages[0].digest is None
+    assert bare.digest is None
+    assert Passage.create("a new passage", "mem://doc").digest is not None

@@ -8,11 +8,12 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from indexplug.errors import InvalidRequest
 from indexplug.guard import Guard
-from indexplug.outcomes import Got, IndexFailed, IndexStatus
+from indexplug.outcomes import Got, IndexFailed, IndexStatus, IndexTimeout
 from indexplug.passages import Passage
 from indexplug.transfer import (
     Copied,
@@ -242,3 +243,74 @@ def test_sample_queries_compare_scores_and_ids_above_the_cut() -> None:
         queries=[other],
     )
     assert not v.ok
+
+
+def _deadlines_seen(g: Guard, seen: list[tuple[str, object]]) -> None:
+    """Record the ``deadline_s`` of every read and write ``g`` is asked for."""
+    for name in ("status", "scan", "get", "search", "add"):
+        real = getattr(g, name)
+
+        def spy(*args: object, _real: object = real, _name: str = name, **kw: object) -> object:
+            seen.append((_name, kw.get("deadline_s")))
+            return _real(*args, **kw)  # type: ignore[operator]
+
+        setattr(g, name, spy)
+
+
+def test_export_and_copy_pass_the_callers_deadline_to_every_call(tmp_path: Path) -> None:
+    """The passage count inside export and copy, and copy's final check, run within the
+    caller's deadline (not the default one): a locked store answers INDEX_TIMEOUT at the
+    deadline asked for."""
+    src, dst = filled(40, keyed=5), guard("b")
+    seen: list[tuple[str, object]] = []
+    _deadlines_seen(src, seen)
+    _deadlines_seen(dst, seen)
+    assert isinstance(export(src, "src", tmp_path / "out.jsonl", deadline_s=1.5), Exported)
+    out = copy(src, "src", dst, "dst", deadline_s=1.5, home=tmp_path)
+    assert isinstance(out, Copied) and out.ok, out
+    ops = {name for name, _ in seen}
+    assert {"status", "scan", "get", "search", "add"} <= ops
+    assert [c for c in seen if c[1] != 1.5] == []
+
+
+def test_a_count_that_times_out_stops_export_and_copy(tmp_path: Path) -> None:
+    src, dst = filled(10), guard("b")
+    late = IndexTimeout(index="src", backend="test-store", deadline_s=1.0)
+    scans: list[object] = []
+    src.status = lambda *a, **kw: late  # type: ignore[method-assign]
+    real_scan = src.scan
+
+    def scan(*a: Any, **kw: Any) -> Any:
+        scans.append(a)
+        return real_scan(*a, **kw)
+
+    src.scan = scan  # type: ignore[method-assign]
+    assert export(src, "src", tmp_path / "out.jsonl", deadline_s=1.0) == late
+    assert not (tmp_path / "out.jsonl").exists()
+    assert copy(src, "src", dst, "dst", deadline_s=1.0, home=tmp_path) == late
+    assert scans == []
+
+
+def test_export_never_lands_outside_when_its_folder_is_swapped_for_a_link(
+    tmp_path: Path,
+) -> None:
+    """The folder checked by confined_output is swapped for a link that leads out before the
+    export opens it (the race, made deterministic): the export refuses and writes nothing
+    anywhere, because its folder is opened from the root without following links."""
+    src = filled(5)
+    root, outside = tmp_path / "allowed", tmp_path / "outside"
+    (root / "sub").mkdir(parents=True)
+    outside.mkdir()
+    roots = [os.path.realpath(root)]
+    for exclusive in (True, False):
+        target = confined_output(root / "sub" / "out.jsonl", roots)
+        (root / "sub").rename(root / "moved")
+        (root / "sub").symlink_to(outside, target_is_directory=True)
+        with pytest.raises(InvalidRequest, match="no longer a folder inside"):
+            export(src, "src", target, exclusive=exclusive, roots=roots)
+        assert os.listdir(outside) == [] and os.listdir(root / "moved") == []
+        (root / "sub").unlink()
+        (root / "moved").rename(root / "sub")
+    out = export(src, "src", confined_output(root / "sub" / "out.jsonl", roots), roots=roots)
+    assert isinstance(out, Exported) and out.passages == 5
+    assert os.listdir(root / "sub") == ["out.jsonl"] and out.bytes > 0

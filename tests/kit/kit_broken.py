@@ -273,6 +273,38 @@ class ResealsOnRead(ReferenceBackend):
         return out.model_copy(update={"hits": hits})
 
 
+class FillsMissingDigests(ReferenceBackend):
+    """Serves a stored passage that has no digest from get and scan with one computed afresh
+    from the record as it is now (search stays honest): an edit stripped of its digest then
+    passes the guard's check on those paths, and export writes it out as genuine."""
+
+    @staticmethod
+    def _sealed(p: Passage) -> Passage:
+        return p if p.digest is not None else p.model_copy(update={"digest": p.expected_digest()})
+
+    def get(self, index: str, ids: Sequence[str], **kw: Any) -> Any:
+        out = super().get(index, ids, **kw)
+        if not isinstance(out, Got):
+            return out
+        return out.model_copy(update={"passages": [self._sealed(p) for p in out.passages]})
+
+    def scan(self, index: str, **kw: Any) -> Any:
+        out = super().scan(index, **kw)
+        if not isinstance(out, Scanned):
+            return out
+        return out.model_copy(update={"passages": [self._sealed(p) for p in out.passages]})
+
+
+class KeepsDigestInTamperHook(ReferenceBackend):
+    """Correct, but its ``tamper_record`` hook ignores ``digest``: the kit must not pass
+    ``integrity.digest`` on an edit that kept its digest (which fails for another reason)."""
+
+    def tamper_record(self, index: str, passage_id: str, changes: Mapping[str, object]) -> None:
+        super().tamper_record(
+            index, passage_id, {k: v for k, v in changes.items() if k != "digest"}
+        )
+
+
 class SkipsLostRows(ReferenceBackend):
     """Claims separate records, but ranks only the passages whose records are still there
     and calls an index with none left empty: rows deleted behind its postings pass for "no

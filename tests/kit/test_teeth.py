@@ -19,6 +19,13 @@ _NO_MATCH_SHAPE = (
 )
 """Every check that meets an empty result: they all must see NO_MATCH."""
 
+_SEARCH_LAUNDERS = (
+    r"search of a passage whose licence and metadata were edited and digest removed answered "
+    r"SEARCHED instead of INDEX_FAILED"
+)
+"""A backend that serves what it reads under a digest of its own fails ``integrity.digest``
+at its first read (search)."""
+
 CASES: dict[str, tuple[type[ReferenceBackend], dict[str, str]]] = {
     # rules the guard polices; the kit must fail with the guard's reason
     "returns a bare list": (
@@ -65,6 +72,7 @@ CASES: dict[str, tuple[type[ReferenceBackend], dict[str, str]]] = {
         {
             "integrity.tamper": r"served the altered text .* instead of answering INDEX_FAILED",
             "integrity.record": r"not exactly as added",
+            "integrity.digest": _SEARCH_LAUNDERS,
         },
     ),
     "serves copies it kept after the store was altered": (
@@ -72,13 +80,29 @@ CASES: dict[str, tuple[type[ReferenceBackend], dict[str, str]]] = {
         {
             "integrity.tamper": r"served the passage as it was before it was altered",
             "integrity.record": r"answered SEARCHED instead of INDEX_FAILED",
+            "integrity.digest": _SEARCH_LAUNDERS,
         },
     ),
     "reseals records on read": (
         kb.ResealsOnRead,
         {
             "integrity.record": r"not exactly as added "
-            r"\((metadata|source|start, end|text), digest differ\)"
+            r"\((metadata|source|start, end|text), digest differ\)",
+            "integrity.digest": _SEARCH_LAUNDERS,
+        },
+    ),
+    "fills in a missing digest on get and scan": (
+        kb.FillsMissingDigests,
+        {
+            "integrity.digest": r"get of a passage whose licence and metadata were edited and "
+            r"digest removed answered GOT instead of INDEX_FAILED"
+        },
+    ),
+    "a tamper_record hook that cannot remove a digest": (
+        kb.KeepsDigestInTamperHook,
+        {
+            "integrity.digest": r"answered INDEX_FAILED for another reason .*no longer matches "
+            r"its digest.*does the tamper_record hook remove a digest"
         },
     ),
     "skips records lost behind its index": (
@@ -154,6 +178,7 @@ CASES: dict[str, tuple[type[ReferenceBackend], dict[str, str]]] = {
             "filters.operators": r"not exactly as added \(metadata, digest differ\)|does not "
             r"pass the filter it was asked for",
             "integrity.record": r"answered SEARCHED instead of INDEX_FAILED",
+            "integrity.digest": _SEARCH_LAUNDERS,
         },
     ),
     # the data interface (issue 27): every new check has a broken backend that fails it

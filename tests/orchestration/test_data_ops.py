@@ -268,3 +268,27 @@ def test_an_add_without_upsert_never_rewrites_a_stored_passage(inv: Invoker) -> 
     call(inv, "add", {"index": "src", "passages": [forged]})  # allow_remove: it may rewrite
     got = call(inv, "get", {"index": "src", "ids": [stored.id]})
     assert got["data"]["passages"][0]["metadata"] == {"licence": "MIT"}
+
+def test_export_refuses_a_folder_swapped_for_a_link_after_its_check(
+    inv: Invoker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the path's check and the file's creation, an allowed subfolder becomes a link
+    to a folder outside: the export answers BAD_REQUEST and nothing lands outside."""
+    from indexplug import transfer
+
+    call(inv, "add", {"index": "src", "passages": passages(3)})
+    sub, outside = tmp_path / "files" / "sub", tmp_path / "outside"
+    sub.mkdir()
+    outside.mkdir()
+    checked = transfer.confined_output
+
+    def check_then_swap(path: Any, roots: Any) -> Path:
+        out = checked(path, roots)
+        sub.rmdir()
+        sub.symlink_to(outside, target_is_directory=True)
+        return out
+
+    monkeypatch.setattr(transfer, "confined_output", check_then_swap)
+    a = check_schema(inv.invoke("export", {"index": "src", "path": "files/sub/out.jsonl"}))
+    assert a["code"] == "BAD_REQUEST" and a["problem"]["field"] == "path", a
+    assert os.listdir(outside) == []

@@ -74,6 +74,45 @@ def inside(real: str, roots: Sequence[str]) -> bool:
     return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
+def open_folder(folder: str, roots: Sequence[str]) -> int:
+    """A descriptor of the folder ``folder`` (a real path under one of ``roots``), opened one
+    component at a time from that root, each relative to the one before and without following
+    a link (``O_DIRECTORY | O_NOFOLLOW``).
+
+    Whatever happens to the path after it was checked (a folder on the way swapped for a link
+    that leads out), the folder opened is reached through real folders under the root only; a
+    component that is now a link, or no folder, is :class:`Refused`.  Files created relative
+    to the descriptor (``dir_fd``) therefore land inside the root.
+    """
+    under = [r for r in roots if inside(folder, [r])]
+    if not under:
+        raise Refused(Why.OUTSIDE)
+    root = max(under, key=len)
+    flags = (
+        os.O_RDONLY
+        | getattr(os, "O_DIRECTORY", 0)
+        | getattr(os, "O_NOFOLLOW", 0)
+        | getattr(os, "O_CLOEXEC", 0)
+    )
+    rest = os.path.relpath(folder, root)
+    parts = [] if rest == os.curdir else rest.split(os.sep)
+    if os.pardir in parts:
+        raise Refused(Why.OUTSIDE)
+    try:
+        fd = os.open(root, flags)
+    except OSError as exc:
+        raise _refusal(exc) from None
+    try:
+        for part in parts:
+            nxt = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except OSError as exc:
+        os.close(fd)
+        raise _refusal(exc) from None
+    return fd
+
+
 def _refusal(exc: OSError) -> Refused:
     if exc.errno == errno.ELOOP:
         return Refused(Why.LOOP)

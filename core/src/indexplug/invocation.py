@@ -989,7 +989,8 @@ class Invoker:
                 field="path",
             )
         t = self._plain_target(a.index)
-        path = confined_output(a.path, self._roots())
+        roots = self._roots()
+        path = confined_output(a.path, roots)
         if os.path.lexists(path):
             raise InvalidRequest(f"{a.path} exists; export writes new files only", field="path")
         try:
@@ -1001,6 +1002,7 @@ class Invoker:
                 progress=PROGRESS.get(),
                 deadline_s=self.deadline_for(a.index, a.deadline_s),
                 exclusive=True,
+                roots=roots,
             )
         except FileExistsError:
             raise InvalidRequest(

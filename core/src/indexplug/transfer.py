@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import stat
 import tempfile
 import time
@@ -36,7 +37,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from indexplug.confine import Refused, Why, inside, real_path
+from indexplug.confine import Refused, Why, inside, open_folder, real_path
 from indexplug.errors import InvalidRequest
 from indexplug.home import home_dir
 from indexplug.outcomes import (
@@ -52,6 +53,8 @@ from indexplug.outcomes import (
     Searched,
 )
 from indexplug.passages import MAX_PASSAGE_CHARS, Passage
+
+_PROC_FD = Path("/proc/self/fd")
 
 if TYPE_CHECKING:
     from indexplug.guard import Guard
@@ -291,44 +294,106 @@ def export(
     progress: Progress | None = None,
     deadline_s: float | None = None,
     exclusive: bool = False,
+    roots: Sequence[str] | None = None,
 ) -> Exported | IndexFailed | IndexTimeout | IndexUnavailable:
     """Write every passage of ``index`` (those passing ``filters``) to ``out`` as JSONL.
 
     ``out`` is a path (written to a temporary file in the same folder, which replaces it only
     when the export is complete: a failed export leaves no partial file; with ``exclusive``
     it never replaces anything: a file that appeared meanwhile is :class:`FileExistsError`)
-    or an open text stream.  ``deadline_s`` bounds each page read.  Answers
+    or an open text stream.  With ``roots`` (real paths; see :func:`confined_output`) the
+    file is created in its folder opened from its root without following links, so nothing
+    lands outside ``roots`` even if a folder is swapped for a link meanwhile
+    (:class:`InvalidRequest`).  ``deadline_s`` bounds each page read.  Answers
     :class:`Exported` or the failure that stopped the scan.
     """
-    total = _count(guard, index)
+    total = _count(guard, index, deadline_s)
+    if not isinstance(total, int):
+        return total
     if isinstance(out, str | os.PathLike):
         target = Path(os.fspath(out))
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+        folder = _open_output_folder(target, roots)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as stream:
-                got = _write_pages(guard, index, stream, filters, progress, total, deadline_s)
-                stream.flush()
-                os.fsync(stream.fileno())
-            if isinstance(got, int):
-                if exclusive:
-                    os.link(tmp, target)  # FileExistsError rather than replace anything
-                else:
-                    os.replace(tmp, target)
-                return Exported(
-                    index=index,
-                    backend=guard.plugin,
-                    path=str(target),
-                    passages=got,
-                    bytes=target.stat().st_size,
-                )
-            return got
+            return _export_in(
+                guard, index, folder, target, filters, progress, total, deadline_s, exclusive, roots
+            )
         finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            os.close(folder)
     got = _write_pages(guard, index, out, filters, progress, total, deadline_s)
     if isinstance(got, int):
         return Exported(index=index, backend=guard.plugin, path="-", passages=got, bytes=0)
     return got
+
+
+def _open_output_folder(target: Path, roots: Sequence[str] | None) -> int:
+    """A descriptor of the folder ``target`` is written in.  With ``roots`` (real paths) it
+    is opened from its root one folder at a time without following links
+    (:func:`indexplug.confine.open_folder`), so a folder swapped for a link after
+    :func:`confined_output` checked the path cannot lead the export out of ``roots``."""
+    parent = str(target.parent) if str(target.parent) else os.curdir
+    try:
+        if roots is not None:
+            return open_folder(parent, roots)
+        return os.open(parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
+    except Refused as exc:
+        raise InvalidRequest(
+            f"the folder of {target} is no longer a folder inside the folders this "
+            f"configuration lets export write ({exc}); nothing written",
+            field="path",
+        ) from None
+    except OSError as exc:
+        raise InvalidRequest(
+            f"the folder of {target} cannot be opened: {exc.strerror}", field="path"
+        ) from None
+
+
+def _export_in(
+    guard: Guard,
+    index: str,
+    folder: int,
+    target: Path,
+    filters: Any,
+    progress: Progress | None,
+    total: int,
+    deadline_s: float | None,
+    exclusive: bool,
+    roots: Sequence[str] | None,
+) -> Exported | IndexFailed | IndexTimeout | IndexUnavailable:
+    """Export into a temporary file created in the folder ``folder`` (a descriptor: every name
+    below is relative to it, and none is followed if it is a link), which becomes ``target``'s
+    name only once complete."""
+    name = target.name
+    tmp = f".{name}.{secrets.token_hex(8)}.part"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o600, dir_fd=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as stream:
+            got = _write_pages(guard, index, stream, filters, progress, total, deadline_s)
+            stream.flush()
+            os.fsync(stream.fileno())
+        if not isinstance(got, int):
+            return got
+        if roots is not None and _PROC_FD.is_dir():
+            where = os.readlink(_PROC_FD / str(folder))
+            if not inside(where, roots):  # the opened folder itself was moved out since
+                raise InvalidRequest(
+                    f"the folder of {target} was moved out of the folders this "
+                    "configuration lets export write; nothing written",
+                    field="path",
+                )
+        if exclusive:  # FileExistsError rather than replace anything
+            os.link(tmp, name, src_dir_fd=folder, dst_dir_fd=folder, follow_symlinks=False)
+        else:
+            os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        size = os.stat(name, dir_fd=folder, follow_symlinks=False).st_size
+        return Exported(
+            index=index, backend=guard.plugin, path=str(target), passages=got, bytes=size
+        )
+    finally:
+        try:
+            os.unlink(tmp, dir_fd=folder)
+        except FileNotFoundError:
+            pass
 
 
 def _write_pages(
@@ -351,8 +416,15 @@ def _write_pages(
     return n
 
 
-def _count(guard: Guard, index: str) -> int:
-    st = guard.status(index)
+def _count(
+    guard: Guard, index: str, deadline_s: float | None
+) -> int | IndexTimeout | IndexUnavailable:
+    """The passages of ``index`` for progress, read within the caller's deadline: a timeout or
+    an outage stops the transfer there (an index that fails otherwise answers that failure
+    from its first page)."""
+    st = guard.status(index, deadline_s=deadline_s)
+    if isinstance(st, IndexTimeout | IndexUnavailable):
+        return st
     return st.passages if isinstance(st, IndexStatus) else 0
 
 
@@ -596,7 +668,9 @@ def copy(
         state = CopyState(source=source, target=target, target_before=before.passages)
         keys_path.unlink(missing_ok=True)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    total = _count(src, src_index)
+    total = _count(src, src_index, deadline_s)
+    if not isinstance(total, int):
+        return total
     counts = {"read": 0, "added": 0, "known": 0}
     use_get = bool(getattr(src.capabilities, "get", False))
     buffered: dict[str, list[Passage]] = {}
@@ -646,7 +720,15 @@ def copy(
         failed = _copy_keys(src, src_index, keys_path, state, path, write, deadline_s)
         if failed is not None:
             return failed
-    check = verify(src, src_index, dst, dst_index, state.target_before, queries=queries)
+    check = verify(
+        src,
+        src_index,
+        dst,
+        dst_index,
+        state.target_before,
+        queries=queries,
+        deadline_s=deadline_s,
+    )
     if not isinstance(check, Verification):
         return check
     path.unlink(missing_ok=True)
@@ -703,12 +785,14 @@ def verify(
     target_before: int = 0,
     *,
     queries: int = SAMPLE_QUERIES,
+    deadline_s: float | None = None,
 ) -> Verification | IndexFailed | IndexTimeout | IndexUnavailable:
     """Check a copy: both counts, every source id in the target (by ``get``, else by scanning
     the target), and where both score on the same scale and the target held nothing else
     (``target_before`` 0) the top hits of ``queries`` sample queries (the opening words of
-    passages spread over the source)."""
-    s_status, d_status = src.status(src_index), dst.status(dst_index)
+    passages spread over the source).  ``deadline_s`` bounds each read."""
+    s_status = src.status(src_index, deadline_s=deadline_s)
+    d_status = dst.status(dst_index, deadline_s=deadline_s)
     for st in (s_status, d_status):
         if not isinstance(st, IndexStatus):
             return st
@@ -719,7 +803,7 @@ def verify(
     if not dst_get:
         if getattr(dst.capabilities, "scan", False):
             present = set()
-            for page in dst.scan_all(dst_index, page=PAGE):
+            for page in dst.scan_all(dst_index, page=PAGE, deadline_s=deadline_s):
                 if not isinstance(page, Scanned):
                     return page
                 present.update(p.id for p in page.passages)
@@ -730,7 +814,7 @@ def verify(
     texts: list[str] = []
     every = max(1, s_status.passages // max(1, queries))
     seen = 0
-    for page in src.scan_all(src_index, page=PAGE):
+    for page in src.scan_all(src_index, page=PAGE, deadline_s=deadline_s):
         if not isinstance(page, Scanned):
             return page
         ids = [p.id for p in page.passages]
@@ -739,7 +823,7 @@ def verify(
                 texts.append(" ".join(p.text.split()[:12]))
             seen += 1
         if dst_get:
-            got = dst.get(dst_index, ids)
+            got = dst.get(dst_index, ids, deadline_s=deadline_s)
             if not isinstance(got, Got):
                 return got
             lost = list(got.missing_ids)
@@ -762,8 +846,8 @@ def verify(
             checks.append(
                 _compare(
                     q,
-                    src.search(src_index, q, top_k=VERIFY_TOP_K),
-                    dst.search(dst_index, q, top_k=VERIFY_TOP_K),
+                    src.search(src_index, q, top_k=VERIFY_TOP_K, deadline_s=deadline_s),
+                    dst.search(dst_index, q, top_k=VERIFY_TOP_K, deadline_s=deadline_s),
                 )
             )
     else:

@@ -385,6 +385,39 @@ def test_the_digest_covers_the_key(guard: Guard, tmp_path: Path) -> None:
     assert isinstance(guard.get("y", [q.id]), IndexFailed)
 
 
+def test_an_edit_with_its_digest_removed_is_refused_on_every_read_path(
+    guard: Guard, tmp_path: Path
+) -> None:
+    """Editing a row's licence and metadata and setting its digest to NULL must not launder
+    the edit: search, get, scan, export and copy all answer INDEX_FAILED (a digest is never
+    computed afresh for a stored passage) and export writes no file."""
+    from indexplug import transfer
+
+    p, q = docs(2)
+    guard.add("x", [p, q])
+    with sqlite3.connect(tmp_path / "home" / "x.sqlite") as c:
+        c.execute(
+            "UPDATE passages SET source = json_set(source, '$.licence', 'MIT'), "
+            "metadata = json_set(metadata, '$.lang', 'fr'), digest = NULL WHERE id = ?",
+            (p.id,),
+        )
+    outs = {
+        "search": guard.search("x", "alpha"),
+        "get": guard.get("x", [p.id]),
+        "scan": guard.scan("x", limit=5),
+        "export": transfer.export(guard, "x", tmp_path / "out.jsonl"),
+    }
+    dst = Guard(SqliteFts5Backend(tmp_path / "other"))
+    try:
+        outs["copy"] = transfer.copy(guard, "x", dst, "y", home=tmp_path / "state")
+    finally:
+        dst.close()
+    for op, out in outs.items():
+        assert isinstance(out, IndexFailed), (op, out)
+        assert "no digest" in out.reason, (op, out.reason)
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 def test_readers_never_see_both_versions_of_a_key_or_neither(guard: Guard) -> None:
     versions = [docs(3, key="doc", word="red"), docs(2, key="doc", word="blue")]
     expected = [{p.id for p in v} for v in versions]

@@ -341,3 +341,21 @@ def test_close_leaves_a_connection_in_use_to_its_thread(tmp_path: Path) -> None:
     assert isinstance(status, IndexStatus) and status.passages == 4
     blocker.close()
     backend.close()
+
+
+@pytest.mark.parametrize("filters", [None, {"n": {"$gte": 0}}])
+def test_a_full_text_index_emptied_behind_its_records_fails(
+    guard: Guard, tmp_path: Path, filters: dict[str, object] | None
+) -> None:
+    """After FTS5's ``delete-all`` (the records intact), a search that finds nothing, or
+    fewer than ``top_k``, answers INDEX_FAILED (not NO_MATCH): the full-text index's row
+    count, compared with the records' on every short answer, disagrees."""
+    assert isinstance(guard.add("docs", corpus(5)), Indexed)
+    assert isinstance(guard.search("docs", "alpha", top_k=50, filters=filters), Searched)
+    assert isinstance(guard.search("docs", "nothingmatchesthis", filters=filters), NoMatch)
+    with sqlite3.connect(tmp_path / "idx" / "docs.sqlite") as c:
+        c.execute("INSERT INTO fts(fts) VALUES('delete-all')")
+    for query, top_k in (("alpha", 50), ("nothingmatchesthis", 10)):
+        out = guard.search("docs", query, top_k=top_k, filters=filters)
+        assert isinstance(out, IndexFailed), out
+        assert "full-text index holds 0 row(s)" in out.reason

@@ -164,12 +164,17 @@ class TemplateBackend:
             # it.  (A backend with a search structure apart from its records reads only its
             # hits, and leaves checking them to the guard.)
             passage = Passage.from_stored(**raw)
-            if not passage.intact():
+            if passage.digest is None or not passage.intact():
+                what = (
+                    "has no digest"
+                    if passage.digest is None
+                    else "no longer matches its id or digest"
+                )
                 return IndexFailed(
                     index=index,
                     backend=self.name,
-                    reason=f"stored passage {passage.id[:12]}... no longer matches its id or "
-                    "digest (altered behind the backend); re-index it",
+                    reason=f"stored passage {passage.id[:12]}... {what} (altered behind the "
+                    "backend); re-index it",
                     error_type="IntegrityError",
                 )
             if flt is not None and not matches(flt, passage.metadata):
@@ -304,13 +309,20 @@ class TemplateBackend:
 
     def tamper_record(self, index: str, passage_id: str, changes: Mapping[str, Any]) -> None:
         """Conformance-kit hook: alter fields of a stored passage (``text``, ``metadata``,
-        ``licence``, ``provenance``, ``start``, ``end``), keeping its id and digest.
+        ``licence``, ``provenance``, ``start``, ``end``; ``digest``: ``None`` removes it),
+        keeping its id and digest unless named.
 
         (No ``delete_rows`` hook: one JSON file holds both the passages and what search
         scores, so a record cannot be deleted behind a separate search structure.)"""
         data = self._load(index)
         assert data is not None
         raw = data["passages"][passage_id]
-        raw.update({k: v for k, v in changes.items() if k in ("text", "metadata", "start", "end")})
+        raw.update(
+            {
+                k: v
+                for k, v in changes.items()
+                if k in ("text", "metadata", "start", "end", "digest")
+            }
+        )
         raw["source"].update({k: v for k, v in changes.items() if k in ("licence", "provenance")})
         self._save(index, data)

@@ -483,8 +483,8 @@ class UsearchBackend:
 
     def tamper_record(self, index: str, passage_id: str, changes: Mapping[str, Any]) -> None:
         """Conformance-kit hook: alter fields of a stored passage behind the backend's back
-        (``text``, ``metadata``, ``licence``, ``provenance``, ``start``, ``end``), its id,
-        digest and vector kept."""
+        (``text``, ``metadata``, ``licence``, ``provenance``, ``start``, ``end``; ``digest``:
+        ``None`` removes it), its id, digest (unless named) and vector kept."""
         idx = self._index(index, create=False)
         if idx is None:
             raise LookupError(f"index {index!r} does not exist")
@@ -495,7 +495,7 @@ class UsearchBackend:
             if row is None:
                 raise LookupError(f"passage {passage_id[:12]} is not in index {index!r}")
             data = json.loads(row[0])
-            for key in ("text", "metadata", "start", "end"):
+            for key in ("text", "metadata", "start", "end", "digest"):
                 if key in changes:
                     data[key] = changes[key]
             for key in ("licence", "provenance"):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import json
 import math
 import os
@@ -73,6 +74,7 @@ from indexplug.outcomes import (
 )
 from indexplug.passages import MAX_PASSAGE_CHARS, Passage, Source, passage_id
 from indexplug.protocols import Capabilities, Readiness
+from indexplug.transfer import export
 
 __all__ = [
     "CHECKS",
@@ -1958,6 +1960,56 @@ def _tamper_record(s: Subject) -> None:
             fail(f"{what} answered SEARCHED instead of INDEX_FAILED")
         if isinstance(out, NoMatch):
             fail(f"{what} answered NO_MATCH (the passage silently dropped), not INDEX_FAILED")
+
+
+@_check(
+    "integrity.digest",
+    "A stored passage edited and stripped of its digest is refused on every read path "
+    "(search, get, scan, export): INDEX_FAILED, never served with a digest computed afresh",
+    needs=("tamper_record",),
+)
+def _digest_removed(s: Subject) -> None:
+    hook = s.tamper_record_hook()
+    assert hook is not None
+    canary = kit_passage("The notary's register seals digestword under wax.", 97)
+    index, ps = _filled(s, "digest", [canary])
+    found = _search(s, index, "digestword", "search before the digest is removed", top_k=50)
+    if not any(h.passage.id == canary.id for h in found.hits):
+        fail("search before the digest is removed did not find the passage")
+    change = {"licence": "MIT", "metadata": {"lang": "fr"}, "digest": None}
+    try:
+        hook(index, canary.id, change)
+    except Exception as exc:
+        fail(f"the tamper_record hook raised {_describe(exc)} removing the digest")
+    d = s.settings.op_deadline_s
+    what = "{} of a passage whose licence and metadata were edited and digest removed"
+    codes = ("INDEX_FAILED", "SEARCHED", "NO_MATCH")
+    call: Callable[[], Any] = partial(s.guard.search, index, "digestword", top_k=50, deadline_s=d)
+    outs = [(what.format("search"), _op("search", what.format("search"), codes, index, call))]
+    if s.claims("get"):
+        call = partial(s.guard.get, index, [canary.id], deadline_s=d)
+        w = what.format("get")
+        outs.append((w, _op("get", w, ("INDEX_FAILED", "GOT"), index, call)))
+    if s.claims("scan"):
+        call = partial(s.guard.scan, index, limit=len(ps) + 10, deadline_s=d)
+        w = what.format("scan")
+        outs.append((w, _op("scan", w, ("INDEX_FAILED", "SCANNED"), index, call)))
+        w = what.format("export")
+        try:
+            outs.append((w, export(s.guard, index, io.StringIO(), deadline_s=d)))
+        except Exception as exc:
+            fail(f"{w} raised {_describe(exc)} instead of answering with an outcome")
+    for w, out in outs:
+        if out.code != "INDEX_FAILED":
+            fail(
+                f"{w} answered {out.code} instead of INDEX_FAILED (the edit served as "
+                "genuine: was a digest computed afresh for it?)"
+            )
+        if "no digest" not in out.reason:
+            fail(
+                f"{w} answered INDEX_FAILED for another reason ({out.reason!r}), not the "
+                "missing digest: does the tamper_record hook remove a digest (digest: None)?"
+            )
 
 
 @_check(

@@ -29,7 +29,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from indexplug.budget import effective_max_bytes, over_budget
 from indexplug.deadlines import Deadline
@@ -205,8 +205,9 @@ class ReferenceBackend:
 
     def tamper_record(self, index: str, passage_id: str, changes: Mapping[str, object]) -> None:
         """Conformance-kit hook: alter fields of a stored passage behind the backend's back
-        (``text``, ``metadata``, ``licence``, ``provenance``, ``start``, ``end``), keeping its
-        id and digest, as someone editing the index's file would."""
+        (``text``, ``metadata``, ``licence``, ``provenance``, ``start``, ``end``, and
+        ``digest``: ``None`` removes it), keeping its id and digest unless named, as someone
+        editing the index's file would."""
         with self._lock:
             ix = self._index(index)
             if ix is None or passage_id not in ix.passages:
@@ -226,7 +227,7 @@ class ReferenceBackend:
                 id=old.id,
                 source=source,
                 document_sha256=old.document_sha256,
-                digest=old.digest,
+                digest=cast(str | None, changes.get("digest", old.digest)),
                 key=old.key,
                 **fields,
             )

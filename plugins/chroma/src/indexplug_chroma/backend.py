@@ -1357,8 +1357,8 @@ class ChromaBackend:
 
     def tamper_record(self, index: str, passage_id: str, changes: Mapping[str, Any]) -> None:
         """Conformance-kit hook: alter fields of a stored record behind the backend's back
-        (``text``, ``metadata``, ``licence``, ``provenance``, ``start``, ``end``), in the
-        record's own layout, its id, digest and embedding kept
+        (``text``, ``metadata``, ``licence``, ``provenance``, ``start``, ``end``, ``digest``),
+        in the record's own layout, its id, digest (unless named) and embedding kept
         (:func:`indexplug_chroma.records.altered`)."""
         with self._store.use(index) as client:
             coll = self._store.get(client, index)

@@ -189,9 +189,10 @@ def altered(
     changes: Mapping[str, Any],
 ) -> tuple[str, dict[str, Any] | None]:
     """A stored record with ``changes`` made to it in place (``text``, ``metadata``,
-    ``licence``, ``provenance``, ``start``, ``end``), its id and digest kept, in the layout it
-    has: what an edit behind the backend's back would leave (the conformance kit's
-    ``tamper_record`` hook).  The filterable ``m.*`` copies follow a metadata change."""
+    ``licence``, ``provenance``, ``start``, ``end``; ``digest``: ``None`` removes it), its id
+    and digest kept unless named, in the layout it has: what an edit behind the backend's back
+    would leave (the conformance kit's ``tamper_record`` hook).  The filterable ``m.*`` copies
+    follow a metadata change."""
     p = from_record(pid, document, metadata)
     source = p.source.model_copy(
         update={k: v for k, v in changes.items() if k in ("licence", "provenance")}
@@ -204,7 +205,7 @@ def altered(
         end=changes.get("end", p.end),
         document_sha256=p.document_sha256,
         metadata=changes.get("metadata", p.metadata),
-        digest=p.digest,
+        digest=changes.get("digest", p.digest),
         key=p.key,
     )
     typed = not any(k.startswith(META_PREFIX) for k in metadata or {})

@@ -82,10 +82,11 @@ def facets(raws: Iterable[tuple[str, bytes]]) -> Facets:
 
 def altered(raw: bytes, changes: Mapping[str, Any]) -> bytes:
     """A record with ``changes`` made to it (``text``, ``metadata``, ``licence``,
-    ``provenance``, ``start``, ``end``), its id and digest kept: what an edit of the file
-    behind the engine's back leaves (the conformance kit's ``tamper_record`` hook)."""
+    ``provenance``, ``start``, ``end``; ``digest``: ``None`` removes it), its id and digest
+    kept unless named: what an edit of the file behind the engine's back leaves (the
+    conformance kit's ``tamper_record`` hook)."""
     data = json.loads(raw)
-    for key in ("text", "metadata", "start", "end"):
+    for key in ("text", "metadata", "start", "end", "digest"):
         if key in changes:
             data[key] = changes[key]
     for key in ("licence", "provenance"):

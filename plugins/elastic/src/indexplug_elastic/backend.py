@@ -378,7 +378,8 @@ class ElasticBackend:
     def tamper_record(self, index: str, passage_id: str, changes: Mapping[str, Any]) -> None:
         """Conformance-kit hook: alter fields of a stored passage's record behind the
         backend's back (``text``, ``metadata``, ``licence``, ``provenance``, ``start``,
-        ``end``), its id and digest kept in ``prov``.
+        ``end``; ``digest``: ``None`` removes it), its id and digest (unless named) kept in
+        ``prov``.
 
         The search structure is left finding it: its vector (of the old text), the terms of
         both texts (client analysis) and the filter terms of the metadata it now has, so the
@@ -391,7 +392,7 @@ class ElasticBackend:
             if key in changes:
                 source[key] = changes[key]
         prov["source"] = source
-        for key in ("start", "end", "metadata"):
+        for key in ("start", "end", "metadata", "digest"):
             if key in changes:
                 prov[key] = changes[key]
         text = str(changes.get("text", old[TEXT]))

@@ -562,6 +562,7 @@ class SqliteFts5Backend:
                     terms = query_terms(query)
                     if not terms:
                         return NoMatch(index=index, backend=self.name, searched=count)
+                    indexed: int | None = None
                     if filters:
                         rows = self._filtered(conn, fts5_expression(terms), top_k, filters)
                     else:
@@ -579,6 +580,20 @@ class SqliteFts5Backend:
                         else:
                             ranked = pruning.top_k(conn, stats, terms, top_k)
                         rows = self._rows(conn, ranked)
+                        indexed = stats.rows
+                    if len(rows) < top_k:
+                        # a short answer (NO_MATCH among them) may be a full-text index
+                        # emptied behind its records: its row count (FTS5's averages record,
+                        # read already for an unfiltered search, else one lookup by key) must
+                        # be the passages'
+                        if indexed is None:
+                            indexed = pruning.indexed_rows(conn)
+                        if indexed != count:
+                            raise Inconsistent(
+                                f"the full-text index holds {indexed} row(s) but the passages "
+                                f"table {count}: one was changed behind the other; rebuild "
+                                "the index"
+                            )
             finally:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -873,26 +888,27 @@ class SqliteFts5Backend:
     @_op
     def tamper_record(self, index: str, passage_id: str, changes: Mapping[str, object]) -> None:
         """Conformance-kit hook: alter fields of a stored row behind the backend's back
-        (``text``, ``metadata``, ``licence``, ``provenance``, ``start``, ``end``, ``key``), its
-        id and digest kept, and its full-text postings left as they were (as an edit of the file
-        with another SQLite client would leave them)."""
+        (``text``, ``metadata``, ``licence``, ``provenance``, ``start``, ``end``, ``key``, and
+        ``digest``: ``None`` removes it), its id and digest kept unless named, and its full-text
+        postings left as they were (as an edit of the file with another SQLite client would
+        leave them)."""
         conn = self._conn(index, create=False)
         if conn is None:
             raise LookupError(f"index {index!r} does not exist")
         row = conn.execute(
-            'SELECT text, source, start, "end", metadata, key FROM passages WHERE id = ?',
+            'SELECT text, source, start, "end", metadata, key, digest FROM passages WHERE id = ?',
             (passage_id,),
         ).fetchone()
         if row is None:
             raise LookupError(f"passage {passage_id[:12]} is not in index {index!r}")
-        text, source, start, end, metadata, key = row
+        text, source, start, end, metadata, key, digest = row
         src = json.loads(source)
-        for key in ("licence", "provenance"):
-            if key in changes:
-                src[key] = changes[key]
+        for name in ("licence", "provenance"):
+            if name in changes:
+                src[name] = changes[name]
         conn.execute(
             'UPDATE passages SET text = ?, source = ?, start = ?, "end" = ?, metadata = ?, '
-            "key = ? WHERE id = ?",
+            "key = ?, digest = ? WHERE id = ?",
             (
                 changes.get("text", text),
                 json.dumps(src, ensure_ascii=False),
@@ -902,6 +918,7 @@ class SqliteFts5Backend:
                 if "metadata" in changes
                 else metadata,
                 changes.get("key", key),
+                changes.get("digest", digest),
                 passage_id,
             ),
         )

@@ -136,6 +136,12 @@ class TermStats:
         return [self.df[t] for t in terms]
 
 
+def indexed_rows(conn: sqlite3.Connection) -> int:
+    """The rows the full-text index holds (FTS5's averages record: one lookup by key), which
+    must be the passages table's count; 0 if the record is missing or unreadable."""
+    return _averages(conn)[0]
+
+
 def _row_count(conn: sqlite3.Connection) -> int:
     """``N`` as bm25 sees it: the first varint of FTS5's averages record (``%_data`` row 1).
 
