@@ -56,7 +56,8 @@ from indexplug import (
     over_budget,
 )
 
-DESCRIPTION = "Third-party dense backend: usearch HNSW graph over SQLite-stored passages."
+from indexplug_usearch.plugin import DESCRIPTION
+
 SCALE = ScoreScale(
     name="cosine",
     higher_is_better=True,
