@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+import pytest
 from indexplug.cli.app import app
 from indexplug.outcomes import EXIT_CODES
 from typer.testing import CliRunner
@@ -191,3 +193,37 @@ def test_export_import_and_copy(tmp_path: Path) -> None:
     r = run("copy", "src", "sqlite-fts5:copied")
     assert r.exit_code == 0 and "COPIED" in r.output and "30 id(s), 0 missing" in r.output
     assert run("copy", "nope:", "sqlite-fts5:x").exit_code == 64
+
+
+@pytest.mark.parametrize(
+    ("argv", "terminal", "quiet"),
+    [
+        (["search", "otters", "--index", "docs"], True, False),  # a person at a terminal
+        (["search", "otters", "--index", "docs", "--json"], True, True),
+        (["invoke", "search", "--args", "{}"], True, True),
+        (["serve"], True, True),
+        (["search", "otters", "--index", "docs"], False, True),  # stderr to a file or a pipe
+    ],
+)
+def test_library_progress_bars_only_on_a_terminal(
+    monkeypatch: pytest.MonkeyPatch, argv: list[str], terminal: bool, quiet: bool
+) -> None:
+    """transformers' "Loading weights" bars (and any tqdm bar) print only for a person."""
+    from indexplug.cli.app import QUIET_PROGRESS, quiet_progress
+
+    for key in QUIET_PROGRESS:
+        monkeypatch.delenv(key, raising=False)
+    assert quiet_progress(argv, terminal=terminal) is quiet
+    assert {k: os.environ.get(k) for k in QUIET_PROGRESS} == {
+        k: (v if quiet else None) for k, v in QUIET_PROGRESS.items()
+    }
+
+
+def test_a_progress_setting_the_caller_made_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    from indexplug.cli.app import quiet_progress
+
+    monkeypatch.setenv("TQDM_DISABLE", "0")
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
+    quiet_progress(["invoke", "status"], terminal=False)
+    assert os.environ["TQDM_DISABLE"] == "0"
+    assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1"

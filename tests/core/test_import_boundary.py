@@ -11,6 +11,10 @@ runs it) and reports ``sys.modules`` at its exit.  The lists below are the contr
   load when a command runs that needs them (``--help`` loads rich, which lays it out).
 * ``search`` loads no ``urllib.request`` (only context expansion reads a ``file:`` URI);
   ``invoke`` prints JSON for a program, so it loads no rich console either.
+* Whatever plugins are installed (this file also runs where every plugin is: tox's ``type``
+  env), discovery, ``--help`` and a command on sqlite-fts5 load no backend library
+  (:data:`BACKEND_LIBRARIES`) and, of each plugin, only the module its entry point names (and
+  that module's packages): a process pays for the backend it opens, never for the others.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -55,6 +60,20 @@ search by FTS5: numpy (sqlite-fts5's postings in memory) loads from a process's 
 NOT_IN_INVOKE = (*NOT_IN_SEARCH, "rich.console", "rich.table", "rich.progress")
 NOT_IN_STATUS = NOT_IN_INVOKE
 
+BACKEND_LIBRARIES = (
+    *HEAVY,
+    "numpy",
+    "scipy",
+    "usearch",
+    "elastic_transport",
+    "orjson",
+    "onnx",
+    "ragatouille",
+    "colbert",
+)
+"""Libraries that only backends and embedders use: none loads before a backend that needs it
+is opened."""
+
 RUN = """
 import json, os, sys
 sys.argv = ["indexplug", *json.loads(os.environ["BOUNDARY_ARGV"])]
@@ -62,6 +81,10 @@ code = 0
 try:
     if sys.argv[1:] == ["--import-only"]:
         import indexplug.cli.app
+    elif sys.argv[1:] == ["--discover-only"]:
+        from indexplug.plugins import get_registry
+        reg = get_registry()
+        reg.backend_names(), reg.describe_embedders()
     else:
         from indexplug.cli.app import main
         main()
@@ -141,3 +164,52 @@ def test_written_out_exit_codes_are_the_outcome_table() -> None:
     assert cli_app.FAILED == EXIT_CODES["INDEX_FAILED"]
     assert orchestration.BAD_INPUT == EXIT_CODES["BAD_REQUEST"]
     assert orchestration.NOT_READY == EXIT_CODES["INDEX_UNAVAILABLE"]
+
+
+def plugin_modules_beyond_registration(modules: set[str], *, opened: str = "") -> list[str]:
+    """Modules of installed plugins loaded beyond what registration needs: for each entry
+    point of the group ``indexplug``, anything of its top-level package other than the module
+    the entry point names and that module's packages.  ``opened`` is the top-level package of
+    the backend the command uses (its modules are its own business)."""
+    allowed: set[str] = set()
+    packages: set[str] = set()
+    for ep in entry_points(group="indexplug"):
+        parts = ep.module.split(".")
+        if parts[0] in ("indexplug", opened):
+            continue  # core's own (the hashing embedder), and the backend in use
+        packages.add(parts[0])
+        allowed.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+    return sorted(m for m in modules if m.split(".")[0] in packages and m not in allowed)
+
+
+def test_discovery_loads_no_backend_of_any_installed_plugin(tmp_path: Path) -> None:
+    code, modules = loaded(tmp_path, "--discover-only")
+    assert code == 0 and "indexplug.plugins" in modules
+    assert "indexplug_sqlite_fts5.plugin" in modules  # discovery did load the entry points
+    assert present(modules, BACKEND_LIBRARIES) == []
+    assert plugin_modules_beyond_registration(modules) == []
+
+
+def test_help_loads_no_plugin(tmp_path: Path) -> None:
+    code, modules = loaded(tmp_path, "--help")
+    assert code == 0
+    assert present(modules, BACKEND_LIBRARIES) == []
+    assert plugin_modules_beyond_registration(modules) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("invoke", "status", "--args", '{"index":"docs"}'),
+        ("status", "--index", "docs"),
+        ("search", "otters", "--index", "docs", "-k", "5"),
+    ],
+    ids=["invoke-status", "status", "search"],
+)
+def test_a_command_on_sqlite_loads_no_other_backend(
+    docs_index: Path, argv: tuple[str, ...]
+) -> None:
+    code, modules = loaded(docs_index, *argv)
+    assert code == 0 and "indexplug_sqlite_fts5.backend" in modules
+    assert present(modules, BACKEND_LIBRARIES) == []
+    assert plugin_modules_beyond_registration(modules, opened="indexplug_sqlite_fts5") == []

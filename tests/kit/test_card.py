@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +14,7 @@ from indexplug import BackendSpec, hookimpl
 from indexplug.plugins import get_registry, reset_registry
 from indexplug.testing import ReportCard, check_ids, conformance_command, run_card
 from indexplug.testing import reference as reference_plugin
+from indexplug.testing.checks import CheckStatus
 
 
 class _BrokenPlugin:
@@ -132,3 +134,39 @@ def test_a_per_op_claim_prints_as_a_sorted_list() -> None:
     assert card.capabilities is not None and card.capabilities["filters"] is True
     assert card.capabilities["cooperative_deadlines"] == ["search", "status"]
     assert ReportCard.model_validate_json(card.model_dump_json()) == card
+
+
+def test_command_says_what_to_install_before_running_without_hypothesis(
+    registered: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A missing test library stops the run up front, naming what to install (as written, not
+    eaten as markup); it never shows as a failed check of the backend."""
+    monkeypatch.setitem(sys.modules, "hypothesis", None)  # find_spec: not installed
+    for as_json in (True, False):
+        code = conformance_command("reference", as_json, {"persist": "false"}, settings=FAST)
+        got = capsys.readouterr()
+        assert code == 2
+        assert got.out == ""  # no card: nothing ran
+        assert "filters.operators needs hypothesis" in got.err
+        assert "pip install 'indexplug[testing]'" in " ".join(got.err.split())
+    # a run that leaves that check out needs nothing more: it runs (its card says "not run"
+    # of the rest, so it is not complete)
+    only = ["search.no_match"]
+    assert conformance_command("reference", True, {}, settings=FAST, only=only) == 1
+    rows = {c["id"]: c["status"] for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert rows["search.no_match"] == "PASSED"
+
+
+def test_a_reason_prints_as_written_not_as_markup(registered: None) -> None:
+    from io import StringIO
+
+    from indexplug.testing.card import print_card
+    from rich.console import Console
+
+    card = run_card("reference", {"persist": "false"}, settings=FAST, only=["search.no_match"])
+    row = card.checks[0].model_copy(
+        update={"status": CheckStatus.FAILED, "reason": "install indexplug[testing]"}
+    )
+    buf = StringIO()
+    print_card(card.model_copy(update={"checks": [row]}), Console(file=buf, width=200))
+    assert "install indexplug[testing]" in buf.getvalue()

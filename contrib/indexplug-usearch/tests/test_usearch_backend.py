@@ -3,11 +3,15 @@ index built with one embedder refuses another."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import indexplug
+import pytest
 from indexplug import Passage, Searched
 from indexplug.testing import BackendFactory
+from indexplug.testing.checks import _VOCAB
+from indexplug_usearch import backend as backend_mod
 
 TEXTS = ["otters hold hands", "sea lions sleep", "volcanoes erupt lava", "protein folding"]
 
@@ -33,3 +37,55 @@ def test_a_different_embedder_is_refused(tmp_path: Path) -> None:
     other = BackendFactory("usearch", str(tmp_path), {"embedder": "hashing:128"})()
     out = other.search("u", "otters")
     assert isinstance(out, indexplug.IndexFailed) and "refusing to mix" in out.reason
+
+
+def near_duplicates(n: int) -> list[Passage]:
+    """``n`` passages the hashing embedder barely tells apart, as the kit's scale check makes:
+    24 words drawn from 40, and one word of their own."""
+    rng = random.Random(20240102)
+    return [
+        Passage.create(" ".join(rng.choice(_VOCAB) for _ in range(24)) + f" tok{i}", f"mem://{i}")
+        for i in range(n)
+    ]
+
+
+def own_text_misses(guard: indexplug.Guard, passages: list[Passage]) -> list[str]:
+    """The passages that a search for their exact text leaves out of the top 10."""
+    missed = []
+    for p in passages:
+        out = guard.search("u", p.text, top_k=10)
+        assert isinstance(out, Searched)
+        if p.id not in {h.passage.id for h in out.hits}:
+            missed.append(p.id)
+    return missed
+
+
+def test_below_the_exact_size_every_passage_is_found_by_its_own_text(tmp_path: Path) -> None:
+    """An index of a few thousand near-duplicates is searched exactly: a search for a
+    passage's text always returns it (the HNSW graph alone, built by several threads on a
+    loaded machine, sometimes did not)."""
+    passages = near_duplicates(3000)
+    assert len(passages) <= backend_mod.EXACT_BELOW
+    g = BackendFactory("usearch", str(tmp_path), {"embedder": "hashing:default"})()
+    for i in range(0, len(passages), 500):
+        g.add("u", passages[i : i + 500])
+    assert own_text_misses(g, passages) == []
+
+
+def test_the_graph_is_built_the_same_way_every_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same passages added in the same batches give the same graph, byte for byte, and
+    so the same answers on every run, whatever the machine's load; searched through the
+    graph (exact search turned off), this one finds every passage by its own text."""
+    monkeypatch.setattr(backend_mod, "EXACT_BELOW", 0)
+    passages = near_duplicates(1500)
+    graphs = []
+    for run in ("a", "b"):
+        g = BackendFactory("usearch", str(tmp_path / run), {"embedder": "hashing:default"})()
+        for i in range(0, len(passages), 250):
+            g.add("u", passages[i : i + 250])
+        assert own_text_misses(g, passages[::5]) == []
+        g.close()
+        graphs.append((tmp_path / run / "u" / "hnsw.usearch").read_bytes())
+    assert graphs[0] == graphs[1]

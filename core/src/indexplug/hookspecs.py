@@ -20,9 +20,13 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 def indexplug_backends() -> list[BackendSpec]:
     """Return the backends this plugin provides.
 
-    Called once at discovery.  Keep it cheap and import-safe: do not import the backend's heavy
-    library here (import it lazily in the factory or in ``readiness()``), so a missing optional
-    dependency shows up as *not ready, because ...* instead of a plugin that fails to load.
+    Called once at discovery, which every ``indexplug`` process runs, whatever backend it uses.
+    So the module the entry point names (and its package's ``__init__``) imports no backend
+    module and no backend library: each spec gives a name, a description and a factory, and
+    the factory imports the backend module when a backend is opened; the backend imports its
+    library there or in ``readiness()``.  A process that uses one backend then pays for no
+    other, and a missing optional dependency shows up as *not ready, because ...* instead of a
+    plugin that fails to load.
     """
     return []
 
@@ -33,5 +37,7 @@ def indexplug_embedders() -> list[EmbedderSpec]:
 
     Each :class:`~indexplug.protocols.EmbedderSpec` names a provider (the part of the spec
     ``PROVIDER:MODEL`` before the colon) and a factory ``factory(model, options) -> Embedder``.
+    Called once at discovery, like :func:`indexplug_backends`, and kept as light: the factory
+    imports the embedder's module and libraries when an embedder is made.
     """
     return []

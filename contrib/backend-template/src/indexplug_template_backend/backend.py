@@ -52,13 +52,14 @@ from indexplug.outcomes import (
     ScanOutcome,
 )
 
-BACKEND_NAME = "template-backend"
+from indexplug_template_backend.plugin import BACKEND_NAME, DESCRIPTION
+
 _WORD = re.compile(r"[^\W_]+")
 
 
 class TemplateBackend:
     name = BACKEND_NAME
-    description = "Template: one JSON file per index, word-overlap scoring."
+    description = DESCRIPTION
     score_scale = ScoreScale(name="word_overlap", meaning="query words found in the passage")
     capabilities = Capabilities(
         persistence=True,

@@ -1,5 +1,9 @@
 """How indexplug finds the backend: a hookimpl in the module the entry point names.
 
+Discovery imports this module in every ``indexplug`` process, even ``indexplug status`` on
+another backend, so it stays light: it names the backend and imports the backend module (and
+whatever library the backend needs) only in the factory, when a backend is opened.
+
 The factory is also where settings (``--option KEY=VALUE``, or an index's ``settings`` table in
 ``indexplug.toml``) are checked: refuse an unknown key or a bad value with
 :class:`indexplug.InvalidOption` naming it, and the user gets one sentence (the CLI's usage exit
@@ -9,11 +13,15 @@ code, ``BAD_REQUEST`` over ``invoke`` and MCP) instead of a traceback or a silen
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import indexplug
 
-from indexplug_template_backend.backend import BACKEND_NAME, TemplateBackend
+if TYPE_CHECKING:
+    from indexplug_template_backend.backend import TemplateBackend
+
+BACKEND_NAME = "template-backend"
+DESCRIPTION = "Template: one JSON file per index, word-overlap scoring."
 
 SETTINGS = ("min_overlap",)
 
@@ -47,6 +55,8 @@ def settings(options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _factory(ctx: indexplug.BackendContext) -> TemplateBackend:
+    from indexplug_template_backend.backend import TemplateBackend
+
     return TemplateBackend(ctx.home, **settings(ctx.options))
 
 
@@ -56,6 +66,6 @@ def indexplug_backends() -> list[indexplug.BackendSpec]:
         indexplug.BackendSpec(
             name=BACKEND_NAME,
             factory=_factory,
-            description=TemplateBackend.description,
+            description=DESCRIPTION,
         )
     ]

@@ -978,8 +978,28 @@ app.command("invoke")(invoke_command)
 app.command("serve")(serve_command)
 
 
+QUIET_PROGRESS = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1"}
+"""What turns off the progress bars of the libraries a plugin loads (huggingface_hub's and, through
+it, transformers' "Loading weights"; tqdm's generally), read when those libraries import."""
+
+
+def quiet_progress(argv: Sequence[str], *, terminal: bool) -> bool:
+    """Turn off libraries' progress bars unless a person watches a terminal: when stderr is not
+    one, and in ``--json``, ``invoke`` and ``serve`` mode, where a program reads the output.
+
+    Only the environment is touched (no library is imported for it), and a value the caller set
+    wins.  Returns whether the bars were turned off."""
+    program = "--json" in argv or (bool(argv) and argv[0] in ("invoke", "serve"))
+    if terminal and not program:
+        return False
+    for key, value in QUIET_PROGRESS.items():
+        os.environ.setdefault(key, value)
+    return True
+
+
 def main() -> None:
     """Console-script entry point."""
+    quiet_progress(sys.argv[1:], terminal=sys.stderr.isatty())
     try:
         app()
     except KeyboardInterrupt:

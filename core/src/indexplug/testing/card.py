@@ -328,6 +328,7 @@ _STYLE = {
 def print_card(card: ReportCard, console: Any = None) -> None:
     """The human form: one row per check, the reason for every status but PASSED."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = console or Console()
@@ -337,7 +338,8 @@ def print_card(card: ReportCard, console: Any = None) -> None:
     table.add_column("reason", overflow="fold")
     for c in card.checks:
         style = _STYLE[c.status]
-        table.add_row(c.id, f"[{style}]{c.status.value}[/]", c.reason or "", style=None)
+        # a reason is text, never markup: "install indexplug[testing]" must print as written
+        table.add_row(c.id, f"[{style}]{c.status.value}[/]", escape(c.reason or ""), style=None)
     console.print(table)
     s = card.summary
     verdict = "[green]complete, no failures[/]"
@@ -355,6 +357,28 @@ def print_card(card: ReportCard, console: Any = None) -> None:
     )
 
 
+NEEDS = {"filters.operators": ("hypothesis", "indexplug[testing]")}
+"""The checks that need a library core does not install: check id -> (module, what to install)."""
+
+
+def missing_libraries(only: Collection[str] | None = None) -> str | None:
+    """What to install before the checks in ``only`` (all when ``None``) can run, or ``None``.
+
+    Asked before a run, so a missing test library stops it with one sentence instead of
+    showing, after minutes of checks, as a failed check of the backend."""
+    import importlib.util
+
+    wanted: dict[str, list[str]] = {}
+    for check, (module, extra) in NEEDS.items():
+        if (only is None or check in only) and importlib.util.find_spec(module) is None:
+            wanted.setdefault(extra, []).append(f"{check} needs {module}")
+    if not wanted:
+        return None
+    extras = " ".join(f"'{e}'" for e in wanted)
+    why = "; ".join(w for ws in wanted.values() for w in ws)
+    return f"conformance needs test libraries that are not installed ({why}): pip install {extras}"
+
+
 def conformance_command(
     backend: str,
     json: bool,
@@ -366,12 +390,15 @@ def conformance_command(
     """``indexplug conformance``: run the card, print it, exit 0 only if the card is ok.
 
     Exit status: 0 the card is ok (every check that applies ran and passed); 1 it is not (a
-    check failed, or one that applies did not run); 2 the backend is not installed.  With
+    check failed, or one that applies did not run); 2 the backend is not installed, or a
+    library the checks need is not (said before any check runs, with what to install: a
+    missing test library is never reported as a failed check of the backend).  With
     ``json`` the card goes to stdout as JSON and progress nowhere, so it can be piped.
     Otherwise the table is the only place a check is named: progress is a count on stderr,
     shown only on a terminal and erased when the table prints.
     """
     from rich.console import Console
+    from rich.markup import escape
 
     from indexplug.errors import UnknownBackend
     from indexplug.plugins import get_registry
@@ -382,6 +409,10 @@ def conformance_command(
         known = ", ".join(installed) or "none"
         exc = UnknownBackend(f"no backend named '{backend}' is installed (installed: {known})")
         err.print(f"[bold red]error:[/] {exc}")
+        return 2
+    missing = missing_libraries(only)
+    if missing:
+        err.print(f"[bold red]error:[/] {escape(missing)}", highlight=False)
         return 2
 
     if json:

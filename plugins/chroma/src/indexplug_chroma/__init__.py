@@ -1,6 +1,28 @@
-"""indexplug's chroma backend (see :mod:`indexplug_chroma.backend`)."""
+"""indexplug's chroma backend (see :mod:`indexplug_chroma.backend`).
 
-from indexplug_chroma.backend import ChromaBackend
-from indexplug_chroma.settings import ChromaSettings
+The names below are imported when first used: discovery imports this package for its
+``plugin`` module and must not pay for the backend (or its libraries) until one is opened.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from indexplug_chroma.backend import ChromaBackend
+    from indexplug_chroma.settings import ChromaSettings
 
 __all__ = ["ChromaBackend", "ChromaSettings"]
+
+_WHERE = {
+    "ChromaBackend": "indexplug_chroma.backend",
+    "ChromaSettings": "indexplug_chroma.settings",
+}
+"""Each name exported and the module defining it, imported on first use (PEP 562)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(import_module(_WHERE[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from indexplug.outcomes import ScoreScale
 
-DESCRIPTION = (
-    "Chroma (official client): dense cosine search with an indexplug embedder; embedded "
-    "folders or a Chroma server."
-)
+from indexplug_chroma.plugin import DESCRIPTION
+
+__all__ = ["DESCRIPTION", "SCALE"]
+
 SCALE = ScoreScale(
     name="cosine",
     higher_is_better=True,

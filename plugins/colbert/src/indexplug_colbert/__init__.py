@@ -1,6 +1,30 @@
-"""indexplug-colbert: late interaction (ColBERT MaxSim) behind the indexplug contract."""
+"""indexplug-colbert: late interaction (ColBERT MaxSim) behind the indexplug contract.
 
-from indexplug_colbert.backend import SCALE, ColbertBackend
-from indexplug_colbert.models import Explanation, TokenMatch
+The names below are imported when first used: discovery imports this package for its
+``plugin`` module and must not pay for the backend (or its libraries) until one is opened.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from indexplug_colbert.backend import SCALE, ColbertBackend
+    from indexplug_colbert.models import Explanation, TokenMatch
 
 __all__ = ["SCALE", "ColbertBackend", "Explanation", "TokenMatch"]
+
+_WHERE = {
+    "SCALE": "indexplug_colbert.backend",
+    "ColbertBackend": "indexplug_colbert.backend",
+    "Explanation": "indexplug_colbert.models",
+    "TokenMatch": "indexplug_colbert.models",
+}
+"""Each name exported and the module defining it, imported on first use (PEP 562)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(import_module(_WHERE[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

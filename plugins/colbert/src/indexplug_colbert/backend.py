@@ -81,13 +81,10 @@ from indexplug_colbert.engines.base import (
 )
 from indexplug_colbert.locking import CROSS_PROCESS, write_lock
 from indexplug_colbert.models import Explanation, TokenMatch
+from indexplug_colbert.plugin import DESCRIPTION
 from indexplug_colbert.records import RecordLost
 from indexplug_colbert.settings import SETTINGS_FILE, BackendSettings, IndexFacts
 
-DESCRIPTION = (
-    "Late interaction (ColBERT MaxSim): int8 token vectors in memory-mapped segments, "
-    "centroid candidate generation, exact MaxSim re-ranking; engines: native, ragatouille."
-)
 SCALE = ScoreScale(
     name="maxsim",
     higher_is_better=True,

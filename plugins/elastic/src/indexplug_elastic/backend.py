@@ -49,14 +49,10 @@ from indexplug_elastic.failures import Failure, classify, failure, is_index_miss
 from indexplug_elastic.filtering import terms_of
 from indexplug_elastic.mapping import LAYOUT, MO, MV, PID, PROV, TERMS, TEXT, VECTOR, ForeignIndex
 from indexplug_elastic.options import ElasticOptions, parse_options
+from indexplug_elastic.plugin import DESCRIPTION
 from indexplug_elastic.search import SCALES
 
 T = TypeVar("T")
-
-DESCRIPTION = (
-    "Elasticsearch 8 (a node or a cluster): BM25 with English analysis, approximate kNN and "
-    "RRF hybrid search."
-)
 
 
 class ElasticBackend:

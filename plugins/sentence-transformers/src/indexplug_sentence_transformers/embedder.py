@@ -38,8 +38,8 @@ from indexplug_sentence_transformers.models import (
     missing_reason,
     resolve_model,
 )
+from indexplug_sentence_transformers.plugin import PROVIDER
 
-PROVIDER = "sentence-transformers"
 DEFAULT_BATCH_SIZE = 64
 PROGRESS_MIN = 512
 """A job of at least this many texts shows a progress bar (when stderr is a terminal)."""

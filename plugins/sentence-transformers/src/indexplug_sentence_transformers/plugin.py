@@ -1,25 +1,25 @@
 """Registration: the ``indexplug`` entry point of this distribution points here.
 
-Importing this module is cheap (no torch): the embedder loads its model on first use.
+Importing this module is cheap: discovery imports it in every ``indexplug`` process, so it
+imports neither the embedder module (numpy) nor torch; the factory imports the embedder when
+one is made, and the embedder loads its model on first use.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from indexplug.errors import InvalidOption
 from indexplug.hookspecs import hookimpl
 from indexplug.protocols import Embedder, EmbedderSpec
 
-from indexplug_sentence_transformers import paths as paths_mod
-from indexplug_sentence_transformers.embedder import (
-    DEFAULT_BATCH_SIZE,
-    PROGRESS_MIN,
-    PROVIDER,
-    SentenceTransformerEmbedder,
-)
+if TYPE_CHECKING:
+    from indexplug_sentence_transformers.embedder import SentenceTransformerEmbedder
+
+PROVIDER = "sentence-transformers"
+"""The provider's name: the part of ``sentence-transformers:MODEL`` before the colon."""
 
 _OPTIONS = {"device", "batch_size", "max_seq_length", "progress_min", "query_dtype", "path"}
 
@@ -63,6 +63,13 @@ def make_embedder(model: str, options: Mapping[str, Any]) -> SentenceTransformer
     a backend asks for its embedder by spec alone, so the environment is how a deployment
     picks a GPU or a batch size for every index at once.
     """
+    from indexplug_sentence_transformers import paths as paths_mod
+    from indexplug_sentence_transformers.embedder import (
+        DEFAULT_BATCH_SIZE,
+        PROGRESS_MIN,
+        SentenceTransformerEmbedder,
+    )
+
     unknown = sorted(str(k) for k in options if k not in _OPTIONS)
     if unknown:
         raise InvalidOption(

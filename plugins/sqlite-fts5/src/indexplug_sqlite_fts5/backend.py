@@ -63,9 +63,9 @@ from indexplug.protocols import Capabilities, Readiness
 
 from indexplug_sqlite_fts5 import pruning, sqlfilter
 from indexplug_sqlite_fts5.hits import hit, passage_from_row
+from indexplug_sqlite_fts5.plugin import DESCRIPTION
 from indexplug_sqlite_fts5.query import fts5_expression, query_terms
 
-DESCRIPTION = "Embedded default: SQLite FTS5 with BM25, one file per index, no server."
 APPLICATION_ID = 0x49504C47  # "IPLG"
 SCHEMA_VERSION = 3
 SCALE = ScoreScale(

@@ -1,16 +1,23 @@
-"""Registration: the ``indexplug`` entry point of this distribution points here."""
+"""Registration: the ``indexplug`` entry point of this distribution points here.
+
+Discovery imports this module for every command, so it imports no backend: the factory imports
+:mod:`indexplug_sqlite_fts5.backend` when a backend is opened.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from indexplug.errors import InvalidOption
 from indexplug.hookspecs import hookimpl
 from indexplug.protocols import BackendContext, BackendSpec
 
-from indexplug_sqlite_fts5.backend import DESCRIPTION, SqliteFts5Backend
+if TYPE_CHECKING:
+    from indexplug_sqlite_fts5.backend import SqliteFts5Backend
+
+DESCRIPTION = "Embedded default: SQLite FTS5 with BM25, one file per index, no server."
 
 SETTINGS = {
     "cache_mb": 1 << 20,
@@ -68,6 +75,8 @@ def settings(options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _factory(ctx: BackendContext) -> SqliteFts5Backend:
+    from indexplug_sqlite_fts5.backend import SqliteFts5Backend
+
     return SqliteFts5Backend(ctx.home, **settings(ctx.options))
 
 

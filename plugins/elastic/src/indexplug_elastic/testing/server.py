@@ -100,6 +100,8 @@ MAVEN_BASE = (
 _DIGESTS = ("sha512", "sha1")
 _DIGEST_LENGTHS = {"sha512": 128, "sha1": 40}
 _DEFAULT_RUNTIME_DIR = "/var/cache/indexplug-es"
+NO_PERF_DATA = "-XX:-UsePerfData"
+"""Keeps a JVM from writing /tmp/hsperfdata_<user> (only jstat and the like read it)."""
 _HEALTH_STATUSES = ("red", "yellow", "green")
 _BIND_ERROR = re.compile(
     r"BindException|BindTransportException|BindHttpException|Address already in use"
@@ -1228,11 +1230,19 @@ class EsCluster:
             "CLI_JAVA_OPTS",
         }
         env = {k: v for k, v in os.environ.items() if not k.startswith("ES_") and k not in dropped}
+        tmp = node.directory / "tmp"
+        # Nothing of a node is left in /tmp: the launcher's JVM probes the server's options
+        # with a JVM run in a "final-flags*" folder of its own java.io.tmpdir, where that JVM's
+        # gc.log stays, so that tmpdir is the node's too (removed with it); and the JVMs write
+        # no per-process hsperfdata file (left behind by a node that is killed).
         env.update(
             ES_JAVA_HOME=str(self._java_home),
             ES_PATH_CONF=str(node.directory / "config"),
-            ES_JAVA_OPTS=" ".join([f"-Xms{self.heap}", f"-Xmx{self.heap}", *self.java_opts]),
-            ES_TMPDIR=str(node.directory / "tmp"),
+            ES_JAVA_OPTS=" ".join(
+                [f"-Xms{self.heap}", f"-Xmx{self.heap}", NO_PERF_DATA, *self.java_opts]
+            ),
+            CLI_JAVA_OPTS=f"-Djava.io.tmpdir={tmp} {NO_PERF_DATA}",
+            ES_TMPDIR=str(tmp),
             HOME=str(node.directory),
         )
         node._launch([str(self.home / "bin" / "elasticsearch")], env, self._run_as)
