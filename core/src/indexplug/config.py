@@ -46,7 +46,7 @@ from indexplug.errors import ConfigError
 from indexplug.names import validate_index_name
 
 if TYPE_CHECKING:
-    from indexplug.cli.resolve import Target
+    from indexplug.targets import Target
 
 SECRET_WORDS = ("password", "secret", "token", "api_key", "apikey", "credential")
 
@@ -183,8 +183,8 @@ class Config(BaseModel):
         backend: str | None = None,
         extra_options: dict[str, Any] | None = None,
     ) -> Target:
-        from indexplug.cli.resolve import Target
         from indexplug.plugins import get_registry
+        from indexplug.targets import Target
 
         ic = self.index(name)
         if ic.kind == "fusion":

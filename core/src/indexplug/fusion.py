@@ -10,7 +10,7 @@ in the fused answer's ``degraded`` list with its code and reason, and the answer
 what the other legs found; an answer built from fewer legs than asked for is never silent.  When
 every leg fails, the answer is a failure outcome naming each leg.
 
-A fused index is an ordinary :class:`~indexplug.cli.resolve.Target`: its guard wraps a
+A fused index is an ordinary :class:`~indexplug.targets.Target`: its guard wraps a
 :class:`FusionBackend`, so the fused answer passes the same contract checks as any backend's, and
 ``add``, ``remove``, ``status`` and ``drop`` reach every member (eval and ``index`` work on a
 fusion index unchanged).  Writes are not atomic across members; since passage ids are content
@@ -54,8 +54,8 @@ from indexplug.pools import LazyPool, discard
 from indexplug.protocols import Capabilities, Readiness
 
 if TYPE_CHECKING:
-    from indexplug.cli.resolve import Target
     from indexplug.config import Config
+    from indexplug.targets import Target
 
 FusionMethod = Literal["rrf", "sum"]
 DEFAULT_RRF_K = 60
@@ -462,7 +462,7 @@ def fuse_targets(
     :class:`~indexplug.errors.InvalidRequest` (field ``fusion``) when ``method`` is ``"sum"``
     and the legs' scales differ.
     """
-    from indexplug.cli.resolve import Target
+    from indexplug.targets import Target
 
     name = name or adhoc_name([t.index for t in targets])
     validate_index_name(name)
@@ -514,7 +514,7 @@ def fusion_target(
             if member is None:
                 t.guard.close()
         raise ConfigError(f"{cfg.path}: [indexes.{name}] key 'fusion': {exc}") from None
-    from indexplug.cli.resolve import Target
+    from indexplug.targets import Target
 
     return Target(
         index=name,

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from indexplug.cli.resolve import Target
 from indexplug.config import Config, Defaults, find_config_file, load_config
 from indexplug.errors import (
     ConfigError,
@@ -109,6 +108,7 @@ from indexplug.packing import pack
 from indexplug.passages import Passage
 from indexplug.plugins import get_registry
 from indexplug.pools import LazyPool
+from indexplug.targets import Target
 from indexplug.transfer import EXIT_CODES as TRANSFER_EXIT_CODES
 
 if TYPE_CHECKING:
