@@ -50,6 +50,12 @@ if TYPE_CHECKING:
 
 SECRET_WORDS = ("password", "secret", "token", "api_key", "apikey", "credential")
 
+DEFAULT_RRF_K = 60
+"""Reciprocal rank fusion's k when a fusion index names none.  The same value as
+:data:`indexplug.fusion.DEFAULT_RRF_K` (a test holds them equal): it is written here too so that
+the configuration, which sits above fusion, states its default without importing fusion's
+modules at start."""
+
 
 class Defaults(BaseModel):
     """Applied to every index that does not say otherwise."""
@@ -93,7 +99,7 @@ class IndexConfig(BaseModel):
     fusion: Literal["rrf", "sum"] = Field(
         default="rrf", description="rrf, or sum (only when every leg has the same scale)."
     )
-    rrf_k: int = Field(default=60, gt=0)
+    rrf_k: int = Field(default=DEFAULT_RRF_K, gt=0)
 
     # Field validators (not one model validator) so an error names the key it is about.
     @field_validator("backend", "settings")
