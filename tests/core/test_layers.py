@@ -28,9 +28,9 @@ LINT = (
 
 
 def lint_imports(config_file: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``lint-imports --config CONFIG_FILE`` in a fresh interpreter, without a cache on disk."""
+    """``lint-imports CONFIG_FILE`` in a fresh interpreter, without a cache on disk."""
     return subprocess.run(
-        [sys.executable, "-c", LINT, "--config", str(config_file), "--no-cache"],
+        [sys.executable, "-c", LINT, str(config_file), "--no-cache"],
         cwd=cwd,
         capture_output=True,
         text=True,
