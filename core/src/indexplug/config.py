@@ -46,9 +46,18 @@ from indexplug.errors import ConfigError
 from indexplug.names import validate_index_name
 
 if TYPE_CHECKING:
-    from indexplug.cli.resolve import Target
+    from collections.abc import Callable, Sequence
+
+    from indexplug.fusion import FusionMethod
+    from indexplug.targets import Target
 
 SECRET_WORDS = ("password", "secret", "token", "api_key", "apikey", "credential")
+
+DEFAULT_RRF_K = 60
+"""Reciprocal rank fusion's k when a fusion index names none.  The same value as
+:data:`indexplug.fusion.DEFAULT_RRF_K` (a test holds them equal): it is written here too so that
+the configuration, which sits above fusion, states its default without importing fusion's
+modules at start."""
 
 
 class Defaults(BaseModel):
@@ -101,7 +110,7 @@ class IndexConfig(BaseModel):
     fusion: Literal["rrf", "sum"] = Field(
         default="rrf", description="rrf, or sum (only when every leg has the same scale)."
     )
-    rrf_k: int = Field(default=60, gt=0)
+    rrf_k: int = Field(default=DEFAULT_RRF_K, gt=0)
 
     # Field validators (not one model validator) so an error names the key it is about.
     @field_validator("backend", "settings")
@@ -201,13 +210,11 @@ class Config(BaseModel):
         backend: str | None = None,
         extra_options: dict[str, Any] | None = None,
     ) -> Target:
-        from indexplug.cli.resolve import Target
         from indexplug.plugins import get_registry
+        from indexplug.targets import Target
 
         ic = self.index(name)
         if ic.kind == "fusion":
-            from indexplug.fusion import fusion_target
-
             return fusion_target(self, name)
         be, options = self.backend_options(name)
         options.update(extra_options or {})
@@ -380,7 +387,69 @@ def load_config(path: Path, *, check_backends: bool = True) -> Config:
                 raise ConfigError(f"{path}: [indexes.{name}] key 'settings': {exc}") from None
         for name, ic in cfg.indexes.items():
             if ic.kind == "fusion" and ic.fusion == "sum":
-                from indexplug.fusion import fusion_target
-
                 fusion_target(cfg, name).guard.close()  # refuses legs on different scales
     return cfg
+
+
+def fusion_target(
+    cfg: Config, name: str, *, member: Callable[[str], Target] | None = None
+) -> Target:
+    """The target of a configured ``kind = "fusion"`` index (``member`` builds each leg;
+    default: ``cfg.target``)."""
+    from indexplug.fusion import FUSION_BACKEND, FusionBackend, Leg
+    from indexplug.guard import Guard
+    from indexplug.targets import Target
+
+    ic = cfg.index(name)
+    if ic.kind != "fusion":
+        raise ConfigError(f"{cfg.path}: [indexes.{name}] is not a fusion index")
+    build = member or cfg.target
+    legs = [build(m) for m in ic.members]
+    try:
+        backend = FusionBackend(
+            [Leg(m, t) for m, t in zip(ic.members, legs, strict=True)],
+            method=ic.fusion,
+            rrf_k=ic.rrf_k,
+            owns_legs=member is None,
+        )
+    except ConfigError as exc:
+        for t in legs:
+            if member is None:
+                t.guard.close()
+        raise ConfigError(f"{cfg.path}: [indexes.{name}] key 'fusion': {exc}") from None
+    return Target(
+        index=name,
+        backend_name=FUSION_BACKEND,
+        guard=Guard(backend, plugin=FUSION_BACKEND),
+        options={"members": list(ic.members), "fusion": ic.fusion, "rrf_k": ic.rrf_k},
+    )
+
+
+def fused_target(
+    cfg: Config,
+    names: Sequence[str],
+    *,
+    method: FusionMethod = "rrf",
+    rrf_k: int = DEFAULT_RRF_K,
+    member: Callable[[str], Target] | None = None,
+) -> Target:
+    """An ad hoc fusion of configured (or default-backend) indexes, by name.
+
+    A name that is itself a fusion index contributes its members; duplicates count once.  One
+    distinct name gives that index's own target (nothing to fuse).
+    """
+    from indexplug.fusion import fuse_targets
+
+    flat: list[str] = []
+    for n in names:
+        validate_index_name(n)
+        ic = cfg.index(n)
+        for m in ic.members if ic.kind == "fusion" else [n]:
+            if m not in flat:
+                flat.append(m)
+    build = member or cfg.target
+    if len(flat) == 1:
+        return build(flat[0])
+    return fuse_targets(
+        [build(m) for m in flat], method=method, rrf_k=rrf_k, owns_legs=member is None
+    )

@@ -10,7 +10,7 @@ in the fused answer's ``degraded`` list with its code and reason, and the answer
 what the other legs found; an answer built from fewer legs than asked for is never silent.  When
 every leg fails, the answer is a failure outcome naming each leg.
 
-A fused index is an ordinary :class:`~indexplug.cli.resolve.Target`: its guard wraps a
+A fused index is an ordinary :class:`~indexplug.targets.Target`: its guard wraps a
 :class:`FusionBackend`, so the fused answer passes the same contract checks as any backend's, and
 ``add``, ``remove``, ``status`` and ``drop`` reach every member (eval and ``index`` work on a
 fusion index unchanged).  Writes are not atomic across members; since passage ids are content
@@ -54,8 +54,7 @@ from indexplug.pools import LazyPool, discard
 from indexplug.protocols import Capabilities, Readiness
 
 if TYPE_CHECKING:
-    from indexplug.cli.resolve import Target
-    from indexplug.config import Config
+    from indexplug.targets import Target
 
 FusionMethod = Literal["rrf", "sum"]
 DEFAULT_RRF_K = 60
@@ -462,7 +461,7 @@ def fuse_targets(
     :class:`~indexplug.errors.InvalidRequest` (field ``fusion``) when ``method`` is ``"sum"``
     and the legs' scales differ.
     """
-    from indexplug.cli.resolve import Target
+    from indexplug.targets import Target
 
     name = name or adhoc_name([t.index for t in targets])
     validate_index_name(name)
@@ -490,63 +489,3 @@ def adhoc_name(names: Sequence[str]) -> str:
     if len(plain) <= MAX_NAME_LENGTH:
         return plain
     return "fused-" + hashlib.sha256("\x00".join(names).encode()).hexdigest()[:16]
-
-
-def fusion_target(
-    cfg: Config, name: str, *, member: Callable[[str], Target] | None = None
-) -> Target:
-    """The target of a configured ``kind = "fusion"`` index (``member`` builds each leg;
-    default: ``cfg.target``)."""
-    ic = cfg.index(name)
-    if ic.kind != "fusion":
-        raise ConfigError(f"{cfg.path}: [indexes.{name}] is not a fusion index")
-    build = member or cfg.target
-    legs = [build(m) for m in ic.members]
-    try:
-        backend = FusionBackend(
-            [Leg(m, t) for m, t in zip(ic.members, legs, strict=True)],
-            method=ic.fusion,
-            rrf_k=ic.rrf_k,
-            owns_legs=member is None,
-        )
-    except ConfigError as exc:
-        for t in legs:
-            if member is None:
-                t.guard.close()
-        raise ConfigError(f"{cfg.path}: [indexes.{name}] key 'fusion': {exc}") from None
-    from indexplug.cli.resolve import Target
-
-    return Target(
-        index=name,
-        backend_name=FUSION_BACKEND,
-        guard=Guard(backend, plugin=FUSION_BACKEND),
-        options={"members": list(ic.members), "fusion": ic.fusion, "rrf_k": ic.rrf_k},
-    )
-
-
-def fused_target(
-    cfg: Config,
-    names: Sequence[str],
-    *,
-    method: FusionMethod = "rrf",
-    rrf_k: int = DEFAULT_RRF_K,
-    member: Callable[[str], Target] | None = None,
-) -> Target:
-    """An ad hoc fusion of configured (or default-backend) indexes, by name.
-
-    A name that is itself a fusion index contributes its members; duplicates count once.  One
-    distinct name gives that index's own target (nothing to fuse).
-    """
-    flat: list[str] = []
-    for n in names:
-        validate_index_name(n)
-        ic = cfg.index(n)
-        for m in ic.members if ic.kind == "fusion" else [n]:
-            if m not in flat:
-                flat.append(m)
-    build = member or cfg.target
-    if len(flat) == 1:
-        return build(flat[0])
-    return fuse_targets(
-        [build(m) for m in flat], method=method, rrf_k=rrf_k, owns_legs=member is None
-    )

@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from indexplug.cli.resolve import Target
-from indexplug.config import Config, Defaults, find_config_file, load_config
+from indexplug.config import Config, Defaults, find_config_file, fused_target, load_config
 from indexplug.errors import (
     ConfigError,
     InvalidIndexName,
@@ -35,7 +34,7 @@ from indexplug.errors import (
     UnknownBackend,
     UnknownEmbedder,
 )
-from indexplug.fusion import FUSION_BACKEND, fuse_targets, fused_target
+from indexplug.fusion import FUSION_BACKEND, fuse_targets
 from indexplug.ingest import IngestReport
 from indexplug.names import validate_index_name
 from indexplug.neighbours import chunkings, expand, record_chunking
@@ -109,6 +108,7 @@ from indexplug.packing import pack
 from indexplug.passages import Passage
 from indexplug.plugins import get_registry
 from indexplug.pools import LazyPool
+from indexplug.targets import Target
 from indexplug.transfer import EXIT_CODES as TRANSFER_EXIT_CODES
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from typing import Any
 from indexplug_bench import machine, startup
 from indexplug_bench.paired import combine_pairs
 from indexplug_bench.replay import EVICT_MB, LIBRARY_CALLS, Replay
-from indexplug_bench.report import merge, render
+from indexplug_bench.report import drift, merge, render
 from indexplug_bench.systems import MINILM, SCALE_SYSTEMS, SYSTEMS, System, by_name
 from indexplug_bench.warm import warm
 
@@ -613,6 +613,11 @@ def main() -> None:
     rep.add_argument("--markdown", type=Path, default=REPO / "docs" / "benchmarks.md")
     rep.add_argument("--out", type=Path, default=None, help="write the merged results here")
     rep.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 when the page differs from what the results render to",
+    )
+    rep.add_argument(
         "--scale-note",
         action="append",
         default=[],
@@ -668,6 +673,15 @@ def main() -> None:
         )
     else:
         results = merge([json.loads(f.read_text()) for f in a.results])
+        if a.check:
+            if drift(results, a.markdown, a.markdown.parent / "img"):
+                print(
+                    f"{a.markdown} is not what {', '.join(map(str, a.results))} render to: "
+                    "run `python -m indexplug_bench report` and commit the page",
+                    file=sys.stderr,
+                )
+                raise SystemExit(1)
+            return
         for note in a.scale_note:
             system, _, why = note.partition("=")
             results.setdefault("scale_notes", {})[system.strip()] = why.strip()

@@ -31,10 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from indexplug_bench import machine
+from indexplug_bench.datasets import load
 from indexplug_bench.replay import Replay
 from indexplug_bench.steps import Steps
 from indexplug_bench.systems import Runner, by_name, fresh
-from indexplug_bench.worker import index_all, load, pct
+from indexplug_bench.timing import index_all, pct
 
 
 class Forgetful(dict[str, Any]):

@@ -8,6 +8,7 @@ from typing import Any
 
 from indexplug_bench.replay import EVICT_MB
 from indexplug_bench.sections import kept_sections
+from indexplug_bench.summary import which_backend
 from indexplug_bench.systems import SYSTEMS
 
 PARTS = ("quality", "scale", "embedding", "paired")
@@ -608,15 +609,39 @@ def _replayed_section(pairs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+CHARTS = ("quality.png", "latency.png", "scale.png")
+"""The charts :func:`_charts` draws, by file name under the page's ``img/``."""
+
+
 def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
+    """Draw the charts into ``img`` and write the page to ``markdown``."""
     if "runs" not in results:
         results = merge([results])
     charts = _charts(results, img)
+    markdown.write_text(page(results, markdown, charts), "utf-8")
+
+
+def drift(results: dict[str, Any], markdown: Path, img: Path) -> bool:
+    """Whether ``markdown`` differs from the page ``results`` render to (charts not redrawn:
+    those present in ``img`` are linked).  ``report --check`` exits 1 when it does."""
+    if "runs" not in results:
+        results = merge([results])
+    charts = [name for name in CHARTS if (img / name).is_file()]
+    current = markdown.read_text("utf-8") if markdown.is_file() else ""
+    return page(results, markdown, charts) != current
+
+
+def page(results: dict[str, Any], markdown: Path, charts: list[str]) -> str:
+    """The page's text: the summary, then the tables, then the sections other commands wrote
+    (kept from ``markdown`` as they are)."""
     runs = results["runs"]
     lines = [
         "# Benchmarks",
         "",
         "Measured by the harness in `contrib/bench` (see its README); never by the test suite.",
+        "",
+        *which_backend(results),
+        "## How these were measured",
         "",
         "- **Commands** (the *run* column of each table names the one that measured a row):",
         *[
@@ -773,4 +798,4 @@ def render(results: dict[str, Any], markdown: Path, img: Path) -> None:
         lines.append("")
     for kept in kept_sections(markdown):  # sections other commands measured and wrote
         lines += [kept, ""]
-    markdown.write_text("\n".join(lines), "utf-8")
+    return "\n".join(lines)

@@ -117,8 +117,8 @@ class FusionRunner:
     Indexing feeds every leg (its figure is the legs' together); the size is theirs summed."""
 
     def __init__(self, home: Path, legs: list[tuple[str, dict[str, Any]]]) -> None:
-        from indexplug.cli.resolve import Target
         from indexplug.fusion import LEG_DEPTH, fuse_targets
+        from indexplug.targets import Target
 
         self.home = home
         self.legs = [IndexplugRunner(home / f"leg{i}", b, o) for i, (b, o) in enumerate(legs)]

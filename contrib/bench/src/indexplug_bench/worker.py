@@ -21,30 +21,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from indexplug_bench import machine, synthetic
+from indexplug_bench import machine
+from indexplug_bench.datasets import load
 from indexplug_bench.systems import SCALE_SYSTEMS, by_name, fresh
-
-
-def pct(samples: list[float], q: float) -> float:
-    s = sorted(samples)
-    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
-
-
-def load(dataset: str) -> tuple[str, int, Any, list[tuple[str, str]], dict[str, dict[str, int]]]:
-    """(name, size, batches factory, queries [(qid, text)], qrels)."""
-    if dataset.startswith("synthetic:"):
-        n = int(dataset.split(":", 1)[1])
-        qs = [(f"q{i}", q) for i, q in enumerate(synthetic.queries())]
-        return f"synthetic-{n}", n, lambda: synthetic.passages(n), qs, {}
-    from indexplug.evaluation import load_beir
-
-    ds = load_beir(Path(dataset))
-
-    def batches() -> Iterator[list[tuple[str, str]]]:
-        for i in range(0, len(ds.corpus), 1000):
-            yield ds.corpus[i : i + 1000]
-
-    return ds.name, len(ds.corpus), batches, list(ds.queries.items()), ds.qrels
+from indexplug_bench.timing import index_all, pct
 
 
 def quality(run: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> dict[str, float]:
@@ -63,22 +43,6 @@ def quality(run: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> dict
         "recall_at_100": round(float(agg[R @ 100]), 4),
         "mrr_at_10": round(float(agg[RR @ 10]), 4),
     }
-
-
-def index_all(runner: Any, batches: Any) -> float:
-    """Index every batch of ``batches()`` and finish; the seconds the runner's own calls took.
-
-    Only the system's calls are timed: a synthetic corpus is generated batch by batch (not
-    held in memory, which would swell the peak), and that generation is not the system's work.
-    """
-    took = 0.0
-    for batch in batches():
-        t0 = time.perf_counter()
-        runner.index(batch)
-        took += time.perf_counter() - t0
-    t0 = time.perf_counter()
-    runner.finish()
-    return took + time.perf_counter() - t0
 
 
 @contextmanager

@@ -27,7 +27,7 @@ from indexplug.cli.console import LazyConsole, escape
 from indexplug.errors import IndexplugError, InvalidRequest
 
 if TYPE_CHECKING:
-    from indexplug.cli.resolve import Target
+    from indexplug.targets import Target
 
 # What a command imports it imports when it runs: ``--help`` and ``invoke`` never load rich's
 # console, the outcome models, numpy or a backend (tests/core/test_import_boundary.py).

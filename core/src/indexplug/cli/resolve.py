@@ -7,15 +7,12 @@ is described by ``--backend/--option/--embedder`` or by a table in ``indexplug.t
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from indexplug.names import validate_index_name
-
-if TYPE_CHECKING:
-    from indexplug.guard import Guard
+from indexplug.targets import Target
 
 DEFAULT_BACKEND = "sqlite-fts5"
 
@@ -34,34 +31,6 @@ def parse_options(pairs: Iterable[str] | None) -> dict[str, Any]:
         except (ValueError, RecursionError):
             options[key.strip()] = value
     return options
-
-
-@dataclass
-class Target:
-    """One index as the CLI and ``invoke`` address it."""
-
-    index: str
-    backend_name: str
-    guard: Guard
-    options: dict[str, Any] = field(default_factory=dict)
-    max_bytes: int | None = None
-    searcher: Callable[..., Any] | None = None
-    """Overrides :meth:`search` (fusion indexes search several legs)."""
-
-    def search(self, query: str, *, top_k: int = 10, deadline_s: float | None = None) -> Any:
-        if self.searcher is not None:
-            return self.searcher(query, top_k=top_k, deadline_s=deadline_s)
-        return self.guard.search(self.index, query, top_k=top_k, deadline_s=deadline_s)
-
-    def describe(self) -> dict[str, Any]:
-        return {"backend": self.backend_name, **self.options}
-
-    def drop(self) -> bool:
-        """Delete the whole index when the backend offers ``drop``; False when it cannot."""
-        if not callable(getattr(self.guard.backend, "op_drop", None)):
-            return False
-        self.guard.drop(self.index)
-        return True
 
 
 def resolve_target(
