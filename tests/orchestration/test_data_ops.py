@@ -269,6 +269,7 @@ def test_an_add_without_upsert_never_rewrites_a_stored_passage(inv: Invoker) -> 
     got = call(inv, "get", {"index": "src", "ids": [stored.id]})
     assert got["data"]["passages"][0]["metadata"] == {"licence": "MIT"}
 
+
 def test_export_refuses_a_folder_swapped_for_a_link_after_its_check(
     inv: Invoker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
