@@ -8,6 +8,7 @@ from __future__ import annotations
 import hmac
 import os
 import stat
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -138,3 +139,25 @@ def test_verifier_accepts_only_the_token_compared_in_constant_time(
     for wrong in ("", token[:-1], token + "x", token.upper(), "the-right-token-012345678é"):
         assert verify(wrong) is None, wrong
     assert len(calls) == 6 and all(b == token.encode() for _, b in calls)
+
+
+def test_token_file_that_is_a_fifo_is_refused_at_once(tmp_path: Path, no_env_token: None) -> None:
+    """A FIFO in the token file's place would block the server's start until someone wrote
+    to it; it is refused like any file that is not a regular one."""
+    home = tmp_path / "home"
+    home.mkdir()
+    os.mkfifo(home / TOKEN_FILE, 0o600)
+    got: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            server_token(home=home)
+        except BaseException as exc:
+            got.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(60)  # a blocked open never returns: the test fails instead of hanging
+    assert not reader.is_alive(), "reading a FIFO token file blocked"
+    assert len(got) == 1 and isinstance(got[0], ConfigError)
+    assert "not a regular file" in str(got[0])

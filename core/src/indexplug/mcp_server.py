@@ -292,7 +292,9 @@ def _checked(value: str, where: str) -> str:
 def _read_token_file(path: Path) -> str:
     """The token in ``path``, refused if the file is a link or other users can read it."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        # O_NONBLOCK: a FIFO put in its place would otherwise block the start until written
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(path, flags)
     except OSError as exc:
         raise ConfigError(f"cannot read the token file {path}: {exc.strerror or exc}") from None
     try:
