@@ -435,9 +435,21 @@ def serve_http(
     token: str | None,
     read_only: bool = False,
 ) -> None:
-    """Serve streamable HTTP on ``sock`` (from :func:`listen_socket`: 127.0.0.1 only)."""
+    """Serve streamable HTTP on ``sock`` (from :func:`listen_socket`: 127.0.0.1 only), with
+    the header, body and idle timeouts and the connection cap of the config's ``[server]``
+    table (:mod:`indexplug.http_limits`), so that a flood of connections, which needs no
+    token, cannot keep the token holder out."""
     import uvicorn
 
+    from indexplug.http_limits import HttpLimits, uvicorn_settings
+
+    server = invoker.config.server
+    limits = HttpLimits(
+        header_timeout_s=server.header_timeout_s,
+        body_timeout_s=server.body_timeout_s,
+        idle_timeout_s=server.idle_timeout_s,
+        max_connections=server.max_connections,
+    )
     app = http_app(invoker, token=token, read_only=read_only)
-    config = uvicorn.Config(app, log_level="warning")
+    config = uvicorn.Config(app, log_level="warning", **uvicorn_settings(limits))
     uvicorn.Server(config).run(sockets=[sock])
