@@ -110,7 +110,12 @@ def test_config_token_env_wins_and_must_be_set(
 def test_config_names_the_token_variable_never_the_token(write_config: Any) -> None:
     cfg = load_config(write_config('[server]\ntoken_env = "MY_MCP_TOKEN"\n'))
     assert cfg.server.token_env == "MY_MCP_TOKEN"
-    assert cfg.masked()["server"] == {"token_env": "MY_MCP_TOKEN"}
+    assert cfg.masked()["server"] == {  # the name, never a token; and the connection limits
+        "token_env": "MY_MCP_TOKEN",
+        "header_timeout_s": 10.0,
+        "body_timeout_s": 30.0,
+        "idle_timeout_s": 5.0,
+    }
     with pytest.raises(ConfigError, match=r"\[server\] key 'token': secrets are never written"):
         load_config(write_config('[server]\ntoken = "s3cret-s3cret-s3cret"\n', "bad.toml"))
     with pytest.raises(ConfigError, match=r"\[server\] key 'token_env'"):
