@@ -8,6 +8,7 @@ from __future__ import annotations
 import hmac
 import os
 import stat
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +110,12 @@ def test_config_token_env_wins_and_must_be_set(
 def test_config_names_the_token_variable_never_the_token(write_config: Any) -> None:
     cfg = load_config(write_config('[server]\ntoken_env = "MY_MCP_TOKEN"\n'))
     assert cfg.server.token_env == "MY_MCP_TOKEN"
-    assert cfg.masked()["server"] == {"token_env": "MY_MCP_TOKEN"}
+    assert cfg.masked()["server"] == {  # the name, never a token; and the connection limits
+        "token_env": "MY_MCP_TOKEN",
+        "header_timeout_s": 10.0,
+        "body_timeout_s": 30.0,
+        "idle_timeout_s": 5.0,
+    }
     with pytest.raises(ConfigError, match=r"\[server\] key 'token': secrets are never written"):
         load_config(write_config('[server]\ntoken = "s3cret-s3cret-s3cret"\n', "bad.toml"))
     with pytest.raises(ConfigError, match=r"\[server\] key 'token_env'"):
@@ -138,3 +144,25 @@ def test_verifier_accepts_only_the_token_compared_in_constant_time(
     for wrong in ("", token[:-1], token + "x", token.upper(), "the-right-token-012345678é"):
         assert verify(wrong) is None, wrong
     assert len(calls) == 6 and all(b == token.encode() for _, b in calls)
+
+
+def test_token_file_that_is_a_fifo_is_refused_at_once(tmp_path: Path, no_env_token: None) -> None:
+    """A FIFO in the token file's place would block the server's start until someone wrote
+    to it; it is refused like any file that is not a regular one."""
+    home = tmp_path / "home"
+    home.mkdir()
+    os.mkfifo(home / TOKEN_FILE, 0o600)
+    got: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            server_token(home=home)
+        except BaseException as exc:
+            got.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(60)  # a blocked open never returns: the test fails instead of hanging
+    assert not reader.is_alive(), "reading a FIFO token file blocked"
+    assert len(got) == 1 and isinstance(got[0], ConfigError)
+    assert "not a regular file" in str(got[0])

@@ -145,6 +145,29 @@ class ServerSettings(BaseModel):
     token: Any = Field(
         default=None, exclude=True, description="Refused: the token is never written in the file."
     )
+    header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Seconds a connection has to send its request's headers before it is "
+        "closed (from opening it, or from the first byte of a later request).",
+    )
+    body_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds a request has to send its body once its headers are in.",
+    )
+    idle_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Seconds a connection may stay idle between requests before it is closed.",
+    )
+    max_connections: int | None = Field(
+        default=None,
+        ge=1,
+        description="Most connections open at once; a new one over the cap closes the oldest "
+        "connection whose request is incomplete (default: the soft open-file limit less a "
+        "quarter of it, and at least 64 less).",
+    )
 
     @field_validator("token")
     @classmethod

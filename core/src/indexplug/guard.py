@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
@@ -50,6 +51,7 @@ from indexplug.filters import (
     parse_filter,
     to_json,
 )
+from indexplug.home import folder_problem
 from indexplug.names import validate_index_name
 from indexplug.outcomes import (
     ALLOWED,
@@ -191,6 +193,11 @@ class Guard:
             return Readiness.no(f"readiness() returned {type(r).__name__}, not Readiness")
         if not r.ready and not r.reason:
             return Readiness.no("not ready (the backend gave no reason)")
+        home = getattr(self.backend, "home", None)
+        if r.ready and isinstance(home, Path):
+            problem = folder_problem(home)
+            if problem is not None:
+                return Readiness.no(problem)
         return r
 
     def close(self) -> None:

@@ -1064,8 +1064,7 @@ class Invoker:
 
         src = self._plain_target(a.source)
         dst = self._plain_target(a.index)
-        if (src.describe(), src.index) == (dst.describe(), dst.index):
-            raise InvalidRequest("the source and the target are the same index", field="index")
+        refuse_same_index(src, dst)
         out = copy(
             src.guard,
             src.index,
@@ -1325,6 +1324,13 @@ def end_id(t: Target) -> str:
         return base
     blob = json.dumps(settings, sort_keys=True, default=str).encode()
     return f"{base}#{hashlib.sha256(blob).hexdigest()[:16]}"
+
+
+def refuse_same_index(src: Target, dst: Target) -> None:
+    """Refuse a copy of an index onto itself (the same backend, settings and name): the CLI's
+    ``copy`` and the ``copy`` op both ask here, so the two answer it alike."""
+    if (src.describe(), src.index) == (dst.describe(), dst.index):
+        raise InvalidRequest("the source and the target are the same index", field="index")
 
 
 def _not_fused(t: Target) -> None:

@@ -292,7 +292,9 @@ def _checked(value: str, where: str) -> str:
 def _read_token_file(path: Path) -> str:
     """The token in ``path``, refused if the file is a link or other users can read it."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        # O_NONBLOCK: a FIFO put in its place would otherwise block the start until written
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(path, flags)
     except OSError as exc:
         raise ConfigError(f"cannot read the token file {path}: {exc.strerror or exc}") from None
     try:
@@ -433,9 +435,21 @@ def serve_http(
     token: str | None,
     read_only: bool = False,
 ) -> None:
-    """Serve streamable HTTP on ``sock`` (from :func:`listen_socket`: 127.0.0.1 only)."""
+    """Serve streamable HTTP on ``sock`` (from :func:`listen_socket`: 127.0.0.1 only), with
+    the header, body and idle timeouts and the connection cap of the config's ``[server]``
+    table (:mod:`indexplug.http_limits`), so that a flood of connections, which needs no
+    token, cannot keep the token holder out."""
     import uvicorn
 
+    from indexplug.http_limits import HttpLimits, uvicorn_settings
+
+    server = invoker.config.server
+    limits = HttpLimits(
+        header_timeout_s=server.header_timeout_s,
+        body_timeout_s=server.body_timeout_s,
+        idle_timeout_s=server.idle_timeout_s,
+        max_connections=server.max_connections,
+    )
     app = http_app(invoker, token=token, read_only=read_only)
-    config = uvicorn.Config(app, log_level="warning")
+    config = uvicorn.Config(app, log_level="warning", **uvicorn_settings(limits))
     uvicorn.Server(config).run(sockets=[sock])

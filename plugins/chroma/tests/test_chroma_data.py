@@ -126,6 +126,48 @@ def test_operator_filters_give_exactly_the_reference_passages(guard: Guard) -> N
     guard.drop(index)
 
 
+NEIGHBOURS: list[Any] = [
+    0.1, 0.09999999999999999, 0.10000000000000002,  # 64-bit neighbours of 0.1
+    0.10000000149011612, 0.09999999403953552,  # 32-bit ones: 0.1 as a 32-bit float, below
+    -0.1, -0.09999999999999999, 1, 1.0, 0.9999999999999999, 1.0000000000000002,
+    16777216.0, 16777217, 16777217.0000000002, 3.4028234663852886e38, 1e39, -1e39, 0.0,
+    5e-324,
+]  # fmt: skip
+"""Floats next to each other in 64 or 32 bits (Chroma compares floats in 32 bits)."""
+
+
+def test_neighbouring_floats_are_compared_exactly(guard: Guard) -> None:
+    """Every operator with every value of :data:`NEIGHBOURS`, stored alone and in lists:
+    ``scan`` and ``search`` give exactly the passages :func:`matches` passes (``$ne 0.1``'s
+    64-bit neighbour keeps 0.1; ``$eq`` on it finds nothing rather than failing)."""
+    ps = [full_passage(f"float passage {i}", i, f=v) for i, v in enumerate(NEIGHBOURS)]
+    ps.append(full_passage("float list", len(ps), f=[0.1, 0.5]))  # type: ignore[arg-type]
+    ps.append(full_passage("float list", len(ps), f=[0.09999999999999999, 2]))  # type: ignore[arg-type]
+    index = unique("floats")
+    assert isinstance(guard.add(index, ps), Indexed)
+    checked = 0
+    for op in ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin"):
+        for v in NEIGHBOURS:
+            spec = {"f": {op: [v] if op in ("$in", "$nin") else v}}
+            parsed = parse_filter(spec)
+            assert parsed is not None
+            want = sorted(p.id for p in ps if matches(parsed, p.metadata))
+            got = [p.id for p in scan_all(guard, index, spec)]
+            assert got == want, spec
+            if v in (0.09999999999999999, 0.10000000149011612, 16777217):
+                out = guard.search(index, "float passage", top_k=100, filters=spec)
+                if want:
+                    assert isinstance(out, Searched), (spec, out)
+                    assert sorted(h.passage.id for h in out.hits) == want, spec
+                else:
+                    assert isinstance(out, NoMatch), (spec, out)
+            checked += 1
+    assert checked == 8 * len(NEIGHBOURS)
+    one = [p.id for p in scan_all(guard, index, {"f": {"$ne": 0.09999999999999999}})]
+    assert ps[0].id in one  # the case that went wrong: 0.1 is not its 64-bit neighbour
+    guard.drop(index)
+
+
 def test_an_operator_the_filter_language_lacks_is_a_bad_request(guard: Guard) -> None:
     from indexplug.errors import InvalidRequest
 

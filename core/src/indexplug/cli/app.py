@@ -173,6 +173,8 @@ def guarded(fn: Callable[[], T]) -> T:
         raise
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
         raise fail(str(exc)) from None
+    except BrokenPipeError:
+        raise  # the reader of the output went away: 141, quietly (Commands.invoke)
     except OSError as exc:
         raise fail(f"the index could not be written or read: {exc}", FAILED) from None
     except KeyError as exc:  # str() of a KeyError is the key's repr
@@ -416,13 +418,14 @@ def add(
 
 def _input_lines(file: Path) -> list[str]:
     """The lines of the JSONL input (``-``: standard input); a file that cannot be read as
-    UTF-8 text (a folder, no permission, binary) is the caller's mistake, refused naming it."""
+    UTF-8 text (a folder, no permission, binary) or is over the input bound
+    (:data:`~indexplug.cli.inputs.MAX_INPUT_BYTES`) is the caller's mistake, refused naming it."""
+    from indexplug.cli.inputs import read_input
+
     try:
-        if str(file) == "-":
-            data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
-        else:
-            data = file.read_bytes()
-        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        text = read_input(file).decode("utf-8")
+    except InvalidRequest:
+        raise
     except (OSError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise InvalidRequest(f"cannot read {file} as UTF-8 text: {why}", field="file") from None
@@ -844,11 +847,12 @@ def copy(
     embeds them), with a progress bar; an interrupted copy goes on where it stopped when run
     again, and the result is verified (counts, ids, sample queries on one score scale)."""
     from indexplug import transfer
-    from indexplug.invocation import end_id
+    from indexplug.invocation import end_id, refuse_same_index
 
     def body() -> Any:
         src = end_target(source, src_option, src_embedder, config)
         dst = end_target(dest, dst_option, dst_embedder, config)
+        refuse_same_index(src, dst)
         with progress_bar("copying", as_json) as moved:
             return transfer.copy(
                 src.guard,
@@ -997,8 +1001,25 @@ def quiet_progress(argv: Sequence[str], *, terminal: bool) -> bool:
     return True
 
 
+def _stdout_closed() -> bool:
+    """Whether the process was started with standard output closed (``>&-``)."""
+    try:
+        os.fstat(1)
+    except OSError:
+        return True
+    return sys.stdout is None
+
+
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point.
+
+    With standard output closed (``cmd >&-``) a command's answer would go nowhere, or worse,
+    into the first file the command opens (which takes descriptor 1): refused before anything
+    is opened, with exit 64 and one line on stderr.
+    """
+    if _stdout_closed():
+        sys.stderr.write("error: standard output is closed: the answer would be lost\n")
+        raise SystemExit(BAD_INPUT)
     quiet_progress(sys.argv[1:], terminal=sys.stderr.isatty())
     try:
         app()

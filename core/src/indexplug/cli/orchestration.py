@@ -141,15 +141,17 @@ def invoke_command(
     config: ConfigOpt = None,
 ) -> None:
     """Run an op from a JSON object and print its JSON answer."""
+    # bytes, not text: invoke answers BAD_REQUEST for input that is not UTF-8 JSON
+    from indexplug.cli.inputs import read_input
+    from indexplug.errors import InvalidRequest
     from indexplug.invocation import exit_code, invoke
 
-    # bytes, not text: invoke answers BAD_REQUEST for input that is not UTF-8 JSON
     text: str | bytes | None = args
-    if args == "-":
-        text = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
-    elif args is not None and args.startswith("@"):
+    if args == "-" or (args is not None and args.startswith("@")):
         try:
-            text = Path(args[1:]).read_bytes()
+            text = read_input("-" if args == "-" else args[1:])
+        except InvalidRequest as exc:  # more than one command reads
+            raise _fail(str(exc)) from None
         except (OSError, ValueError) as exc:  # missing, a folder, a NUL in the name
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise _fail(f"cannot read {args[1:]!r}: {why}") from None

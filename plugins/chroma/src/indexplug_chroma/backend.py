@@ -828,7 +828,7 @@ class ChromaBackend:
                     return NoMatch(index=index, backend=self.name, searched=count)
                 where = translated.clause or None
                 if not translated.exact:
-                    check = _decoded_check(filters)
+                    check = _provenance_check(filters)
             else:
                 check = _provenance_check(filters)
         raw = yield steps.Embed(emb, query)
@@ -1457,14 +1457,10 @@ Check = Callable[[str, str | None, Mapping[str, Any] | None], bool]
 """Whether a record (id, document, metadata) passes a filter Chroma could only narrow down."""
 
 
-def _decoded_check(f: Filter) -> Check:
-    """``f`` checked on a record's typed fields (:func:`indexplug_chroma.fields.decode`)."""
-    return lambda pid, doc, meta: matches(f, fields.decode(meta))
-
-
 def _provenance_check(f: Filter) -> Check:
-    """``f`` checked on the exact metadata in a record's provenance (collections made before
-    the typed fields)."""
+    """``f`` checked on the exact metadata in a record's provenance: the JSON that keeps
+    every value's type and digits (a float as it was added, not as Chroma compares it).  For
+    every filter Chroma can only narrow down, and collections made before the typed fields."""
     return lambda pid, doc, meta: matches(f, records.from_record(pid, doc, meta).metadata)
 
 
@@ -1511,11 +1507,11 @@ def _exact_query(
 ) -> steps.Steps[dict[str, Any]]:
     """What ``coll.query`` answers, by an exact cosine scan of every stored embedding (those
     matching ``where``, alive, and passing ``check`` when given): for the passages Chroma's
-    graph search cannot reach, and for filters Chroma can only narrow down.  ``check`` on a
-    collection without typed fields reads every candidate's document (its provenance)."""
+    graph search cannot reach, and for filters Chroma can only narrow down.  ``check``
+    reads every candidate's document (its provenance: the exact metadata)."""
     for whole in (False, True):
         include = ["embeddings", "metadatas"]
-        if whole or (check is not None and not typed):
+        if whole or check is not None:
             include.append("documents")
         rows = yield steps.Call(coll, "get", {"where": where, "include": include})
         docs = rows.get("documents") or [None] * len(rows["ids"])
@@ -1609,12 +1605,12 @@ def _scan_page(
             if translated.clause is fields.FALSE:
                 return [], False
             where = translated.clause or None
-            check = None if translated.exact else _decoded_check(filters)
+            check = None if translated.exact else _provenance_check(filters)
         else:
             check = _provenance_check(filters)
     include: list[str] = []
-    if check is not None:
-        include = ["metadatas"] if typed else ["documents", "metadatas"]
+    if check is not None:  # the provenance in the document, or in a key (plain documents)
+        include = ["documents", "metadatas"]
     page: list[Passage] = []
     ids: list[str] = []
     pos = 0

@@ -15,16 +15,23 @@ can compare exactly:
   floats or strings (so that "no integer value > v" can be said: Chroma's comparisons are
   false on a missing field, and ``$not_contains`` is true on one).
 
-Then every operator has an exact translation with its negation pushed down (Chroma has no
-``$not``): ``$eq v`` is ``$contains`` on the field of ``v``'s type (a number on both the
-integer and the float field, ``1`` and ``1.0`` being the same number, but never on the boolean
-one), ``$ne`` is ``$not_contains``, ``$exists`` is a tag, the ranges compare the extremes with
-bounds converted so that Chroma only ever compares an integer field with an integer and a
-float field with a float (no rounding).  The one comparison Chroma cannot make is ``$gt``
-(etc.) on a *string*: such a filter is translated to a superset (the keys holding strings)
-and the backend checks the candidates with :func:`indexplug.filters.matches` over
-:func:`decode`\\d fields, which is exact too, at the cost of reading the candidates'
-metadata.
+Then every operator is translated with its negation pushed down (Chroma has no ``$not``):
+``$eq v`` is ``$contains`` on the field of ``v``'s type (an integer on the integer field,
+``1`` and ``1.0`` being the same number, but never on the boolean one), ``$ne`` is
+``$not_contains``, ``$exists`` is a tag, the ranges compare the extremes with bounds
+converted so that Chroma only ever compares an integer field with an integer.  Strings,
+booleans and integers are compared exactly.
+
+Floats are not: Chroma compares a float in a filter as a 32-bit float (``0.1`` stored,
+``$gt 0.09999999999999999`` finds nothing, ``$eq 0.09999999999999999`` finds it).  So a
+comparison with a float field is only ever pushed down *widened*: ranges and equality become
+ranges on the extremes with bounds moved outwards to 32-bit floats (:func:`_widened`), which
+every matching record passes however Chroma rounds, and ``$ne``/``$nin`` on floats (whose
+widening would be "anything") are not pushed down at all.  Such a translation, like ``$gt``
+(etc.) on a *string*, which Chroma cannot compare (the keys holding strings are asked for),
+is a superset: :attr:`Where.exact` is false and the backend checks every candidate with
+:func:`indexplug.filters.matches` on the passage's exact metadata (the JSON in its record),
+at the cost of reading the candidates' documents.
 
 Integers must fit Chroma's 64 bits (chromadb silently stores a larger one as a float);
 :func:`fields_of` refuses one that does not.
@@ -33,6 +40,7 @@ Integers must fit Chroma's 64 bits (chromadb silently stores a larger one as a f
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -181,12 +189,12 @@ def _node(f: Filter, neg: bool, state: dict[str, bool]) -> dict[str, Any]:
 def _condition(c: Condition, neg: bool, state: dict[str, bool]) -> dict[str, Any]:
     key, op, value = c.field, c.op, c.value
     if op == "$ne":
-        return _eq(key, value, not neg)
+        return _eq(key, value, not neg, state)
     if op == "$eq":
-        return _eq(key, value, neg)
+        return _eq(key, value, neg, state)
     if op in ("$in", "$nin"):
         positive = (op == "$in") is not neg
-        terms = [_eq(key, v, not positive) for v in value]
+        terms = [_eq(key, v, not positive, state) for v in value]
         return _or(terms) if positive else _and(terms)
     if op == "$exists":
         return _tag(key, ANY, bool(value) is not neg)
@@ -196,12 +204,13 @@ def _condition(c: Condition, neg: bool, state: dict[str, bool]) -> dict[str, Any
         return TRUE if neg else _tag(key, STRINGS, True)
     sides = ((_int_side(key, op, value), INTS), (_float_side(key, op, value), FLOATS))
     if not neg:
-        return _or([_side(key, side, tag) for side, tag in sides])
-    return _and([_not_side(key, side, tag) for side, tag in sides])
+        return _or([_side(key, side, tag, state) for side, tag in sides])
+    return _and([_not_side(key, side, tag, state) for side, tag in sides])
 
 
-def _eq(key: str, value: Any, neg: bool) -> dict[str, Any]:
-    """``key`` has ``value`` among its values (not, when ``neg``)."""
+def _eq(key: str, value: Any, neg: bool, state: dict[str, bool]) -> dict[str, Any]:
+    """``key`` has ``value`` among its values (not, when ``neg``); a float is compared only
+    in a widened form (a superset, state: inexact)."""
     if value is None:  # no values at all
         return _tag(key, ANY, neg)
     op = "$not_contains" if neg else "$contains"
@@ -215,7 +224,12 @@ def _eq(key: str, value: Any, neg: bool) -> dict[str, Any]:
         terms.append({"i:" + key: {op: as_int}})
     as_float = _as_float(value)
     if as_float is not None:
-        terms.append({"f:" + key: {op: as_float}})
+        state["exact"] = False
+        if not neg:  # some float value == v: the smallest <= v <= the largest, widened
+            low = _widened(("f<:" + key, "$lte", as_float))
+            high = _widened(("f>:" + key, "$gte", as_float))
+            terms.append(_and([_tag(key, FLOATS, True), low, high]))
+        # neg: "no float value == v" widens to anything; the check decides
     return _and(terms) if neg else _or(terms)
 
 
@@ -278,17 +292,64 @@ def _float_side(key: str, op: str, v: int | float) -> Side:
     return (field, {"$gt": "$gt", "$gte": "$gt", "$lt": "$lte", "$lte": "$lte"}[op], f)
 
 
-def _side(key: str, side: Side, tag: str) -> dict[str, Any]:
+F32_MAX = 3.4028234663852886e38
+
+
+def _f32_step(x: float, up: bool) -> float:
+    """The next 32-bit float above (``up``) or below ``x``, itself a 32-bit float."""
+    bits = struct.unpack("<i", struct.pack("<f", x))[0]
+    if x == 0.0:
+        return (1.401298464324817e-45) if up else -1.401298464324817e-45
+    bits += 1 if (x > 0) is up else -1
+    return float(struct.unpack("<f", struct.pack("<i", bits))[0])
+
+
+def _f32_outward(v: float, up: bool) -> float | None:
+    """A 32-bit float at or beyond ``v`` (above it when ``up``), one step further out than
+    the nearest one, so that neither rounding of ``v`` nor of a stored value can cross it;
+    None where there is none (beyond the 32-bit range: no bound)."""
+    if not math.isfinite(v) or abs(v) >= F32_MAX:
+        return None
+    near = float(struct.unpack("<f", struct.pack("<f", v))[0])  # round to nearest
+    if (near < v) if up else (near > v):
+        near = _f32_step(near, up)
+    out = _f32_step(near, up)
+    return out if abs(out) <= F32_MAX else None
+
+
+def _widened(comparison: tuple[str, str, Any]) -> dict[str, Any]:
+    """A comparison of a float extreme as one every record it holds for passes, whether
+    Chroma compares it as a 64- or a 32-bit float: ``$gt``/``$gte v`` becomes ``$gte`` a
+    32-bit float below ``v``, ``$lt``/``$lte v`` becomes ``$lte`` one above (:data:`TRUE`
+    where ``v`` is beyond the 32-bit range: no bound is safe there)."""
+    field, op, bound = comparison
+    up = op in ("$lt", "$lte")
+    edge = _f32_outward(float(bound), up)
+    if edge is None:
+        return TRUE
+    return {field: {("$lte" if up else "$gte"): edge}}
+
+
+def _compared(key: str, side: tuple[str, str, Any], state: dict[str, bool]) -> dict[str, Any]:
+    field, op, bound = side
+    if field.startswith("f"):
+        state["exact"] = False
+        return _widened(side)
+    return {field: {op: bound}}
+
+
+def _side(key: str, side: Side, tag: str, state: dict[str, bool]) -> dict[str, Any]:
     if side is True:
         return _tag(key, tag, True)
     if side is False:
         return FALSE
     assert isinstance(side, tuple)
-    field, op, bound = side
-    return {field: {op: bound}}
+    if side[0].startswith("f"):  # a float extreme: with the tag (TRUE needs a float there)
+        return _and([_tag(key, tag, True), _compared(key, side, state)])
+    return _compared(key, side, state)
 
 
-def _not_side(key: str, side: Side, tag: str) -> dict[str, Any]:
+def _not_side(key: str, side: Side, tag: str, state: dict[str, bool]) -> dict[str, Any]:
     """No value of the side's type compares so: the complement, or no such values."""
     if side is True:
         return _tag(key, tag, False)
@@ -296,4 +357,5 @@ def _not_side(key: str, side: Side, tag: str) -> dict[str, Any]:
         return TRUE
     assert isinstance(side, tuple)
     field, op, bound = side
-    return _or([{field: {_COMPLEMENT[op]: bound}}, _tag(key, tag, False)])
+    complement = _compared(key, (field, _COMPLEMENT[op], bound), state)
+    return _or([complement, _tag(key, tag, False)])
