@@ -97,6 +97,7 @@ def test_stdio_end_to_end_every_outcome_kind(tmp_path: Path, docs: Path, write_c
             "scan",
             "indexes",
             "export",
+            "audit",
         }  # remove, drop, import and copy are not listed: the configuration allows them nowhere
         for t in tools.values():
             jsonschema.Draft202012Validator.check_schema(t.input_schema)

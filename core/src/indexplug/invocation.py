@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
+from indexplug.audit import AuditError, AuditLog
+from indexplug.audit import page as audit_page
 from indexplug.cli.resolve import Target
 from indexplug.config import Config, Defaults, find_config_file, load_config
 from indexplug.errors import (
@@ -46,6 +48,8 @@ from indexplug.ops import (
     AddArgs,
     AddData,
     Answer,
+    AuditArgs,
+    AuditData,
     BackendsData,
     BatchData,
     BatchEvidence,
@@ -127,6 +131,11 @@ PROGRESS: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
     "indexplug_progress", default=None
 )
 """The progress callback of the op running in this context (``invoke(..., progress=)``)."""
+AUDITED = frozenset({"add", "index_folder", "remove", "drop", "import", "copy", "clear_history"})
+"""The ops that change an index (or its history): each is recorded in the audit log where the
+configuration's ``[audit]`` says so (see :meth:`Invoker.audits`)."""
+CALLERS = ("python", "cli", "stdio", "http")
+"""Who a change or a search is recorded as made by (a token's name over HTTP, later)."""
 
 
 def exit_code(answer: Mapping[str, Any]) -> int:
@@ -243,10 +252,15 @@ def _failure(op: str, outcome: Any, evidence: BaseModel | None = None) -> Answer
 class Invoker:
     """Runs ops against one configuration, keeping backends open between calls."""
 
-    def __init__(self, config: Config | None = None) -> None:
+    def __init__(self, config: Config | None = None, *, caller: str = "python") -> None:
         self.config = (
             config if config is not None else Config(defaults=Defaults(backend="sqlite-fts5"))
         )
+        self.caller = caller
+        """Who the audit log and search history record as making the calls."""
+        self.serving_http = False
+        """Set by the HTTP server: the audit log is on by default there."""
+        self._audit_log: AuditLog | None = None
         self._targets: dict[str, Target] = {}
         self._lock = threading.RLock()
         self._runners: dict[str, Callable[[Any], Answer[Any, Any]]] = {
@@ -266,6 +280,7 @@ class Invoker:
             "export": self._export,
             "import": self._import,
             "copy": self._copy,
+            "audit": self._audit,
         }
         self._arunners: dict[str, Callable[[Any], Awaitable[Answer[Any, Any]]]] = {
             "add": self._aadd,
@@ -365,6 +380,32 @@ class Invoker:
             self.allows_remove(n) for n in self.config.indexes
         )
 
+    def audits(self, index: str) -> bool:
+        """Whether a change to ``index`` is recorded in the audit log: ``[audit] enabled``
+        on or off, else (auto) when serving HTTP or when the index allows remove."""
+        mode = self.config.audit.enabled
+        if mode != "auto":
+            return mode == "on"
+        return self.serving_http or self.allows_remove(index)
+
+    def audit_log(self) -> AuditLog:
+        if self._audit_log is None:
+            self._audit_log = AuditLog(max_ids=self.config.audit.max_ids)
+        return self._audit_log
+
+    def _record_change(self, op: str, parsed: Any, answer: dict[str, Any]) -> dict[str, Any]:
+        """Append ``op``'s record to the audit log; when that fails after the change ran,
+        the answer says so (the change is not undone)."""
+        try:
+            self.audit_log().append(**change_record(op, parsed, answer, self.caller))
+        except (AuditError, OSError) as exc:
+            answer = {
+                **answer,
+                "message": f"{answer.get('message', '')} The audit log could "
+                f"not record this change: {exc}",
+            }
+        return answer
+
     # -- the entry point -----------------------------------------------------------------
     def invoke(
         self,
@@ -381,14 +422,23 @@ class Invoker:
             return prepared
         parsed, index = prepared
         token = PROGRESS.set(progress)
+        audited = op in AUDITED and self.audits(index)
+        logged = audited
         try:
             refused = self._gate(op, index)
+            if refused is None and audited:
+                try:  # no change is made that the audit log could not record
+                    self.audit_log().check()
+                except AuditError:
+                    logged = False
+                    raise
             answer = refused if refused is not None else self._runners[op](parsed)
         except Exception as exc:
             answer = self._error(op, index, exc)
         finally:
             PROGRESS.reset(token)
-        return answer if isinstance(answer, dict) else answer.model_dump(mode="json")
+        out = answer if isinstance(answer, dict) else answer.model_dump(mode="json")
+        return self._record_change(op, parsed, out) if logged else out
 
     async def ainvoke(
         self,
@@ -408,15 +458,23 @@ class Invoker:
             return prepared
         parsed, index = prepared
         token = PROGRESS.set(progress)
+        audited = op in AUDITED and self.audits(index)
+        logged = audited
+        loop = asyncio.get_running_loop()
         try:
             refused = self._gate(op, index)
+            if refused is None and audited:
+                try:  # no change is made that the audit log could not record
+                    await loop.run_in_executor(BLOCKING.get(), self.audit_log().check)
+                except AuditError:
+                    logged = False
+                    raise
             if refused is not None:
                 answer: Answer[Any, Any] | dict[str, Any] = refused
             elif op in self._arunners:
                 answer = await self._arunners[op](parsed)
             else:
                 ctx = contextvars.copy_context()
-                loop = asyncio.get_running_loop()
                 answer = await loop.run_in_executor(
                     BLOCKING.get(), ctx.run, self._runners[op], parsed
                 )
@@ -424,7 +482,10 @@ class Invoker:
             answer = self._error(op, index, exc)
         finally:
             PROGRESS.reset(token)
-        return answer if isinstance(answer, dict) else answer.model_dump(mode="json")
+        out = answer if isinstance(answer, dict) else answer.model_dump(mode="json")
+        if not logged:
+            return out
+        return await loop.run_in_executor(BLOCKING.get(), self._record_change, op, parsed, out)
 
     def _prepare(
         self, op: str, args: Mapping[str, Any] | str | bytes | None
@@ -479,6 +540,10 @@ class Invoker:
             return bad_request(op, str(exc), field="path", index=index)
         if isinstance(exc, UnknownBackend | UnknownEmbedder):
             return _failure(op, IndexUnavailable(index=index, reason=str(exc)))
+        if isinstance(exc, AuditError):
+            return _failure(
+                op, IndexUnavailable(index=index, reason=f"the audit log cannot be written: {exc}")
+            )
         return _failure(
             op,
             IndexFailed(
@@ -1108,6 +1173,41 @@ class Invoker:
                     )
         return rows
 
+    def _audit(self, a: AuditArgs) -> Answer[Any, Any]:
+        records, more, verdict = audit_page(
+            self.audit_log(),
+            index=a.index,
+            caller=a.caller,
+            op=a.op,
+            outcome=a.outcome,
+            since=a.since,
+            until=a.until,
+            after=a.after,
+            limit=a.limit,
+        )
+        code = "AUDIT" if verdict.ok else "AUDIT_BROKEN"
+        message = f"{len(records)} audit record(s)" + (
+            "; the chain verifies."
+            if verdict.ok
+            else f"; the chain breaks at record {verdict.first_bad}: {verdict.reason} "
+            "(records from there on are not answered)."
+        )
+        return OPS["audit"].result(
+            op="audit",
+            code=code,
+            ok=verdict.ok,
+            message=message,
+            data=AuditData(
+                records=records,  # type: ignore[arg-type]
+                next_after=more,
+                intact=verdict.ok,
+                first_bad=verdict.first_bad,
+                reason=verdict.reason,
+            ),
+            evidence=self._evidence(),
+            problem=None if verdict.ok else Problem(reason=verdict.reason),
+        )  # type: ignore[return-value]
+
     def _evidence(self) -> ConfigEvidence:
         return ConfigEvidence(config=str(self.config.path) if self.config.path else None)
 
@@ -1225,6 +1325,39 @@ class Invoker:
         )  # type: ignore[return-value]
 
 
+def change_record(op: str, parsed: Any, answer: Mapping[str, Any], caller: str) -> dict[str, Any]:
+    """The audit record of a change ``op`` answered ``answer`` to: counts from its data, the
+    ids it added or removed, the keys it named, and what it read from (copy, import)."""
+    data = answer.get("data") or {}
+    evidence = answer.get("evidence") or {}
+    counts = {
+        k: v
+        for k, v in (data.items() if isinstance(data, Mapping) else ())
+        if isinstance(v, int) and not isinstance(v, bool)
+    }
+    ids = list(data.get("added_ids") or data.get("removed_ids") or [])
+    keys: list[str] = list(getattr(parsed, "keys", None) or [])
+    if op == "add":
+        keys = sorted({p.key for p in parsed.passages if p.key is not None})
+    detail: dict[str, Any] = {}
+    for name in ("source", "path", "filters", "before"):
+        value = getattr(parsed, name, None)
+        if value is not None:
+            detail[name] = value
+    return {
+        "op": op,
+        "caller": caller,
+        "index": str(getattr(parsed, "index", "") or ""),
+        "backend": str(evidence.get("backend", "") if isinstance(evidence, Mapping) else ""),
+        "outcome": str(answer.get("code", "")),
+        "ok": bool(answer.get("ok")),
+        "counts": counts,
+        "ids": ids,
+        "keys": keys,
+        "detail": detail,
+    }
+
+
 def end_id(t: Target) -> str:
     """How a copy's checkpoint names one end: ``BACKEND:INDEX``, and a digest of the backend's
     settings when it has any (two stores of one backend with an index of the same name are
@@ -1317,6 +1450,7 @@ def invoke(
     args: Mapping[str, Any] | str | bytes | None = None,
     *,
     config: Config | Path | str | None = None,
+    caller: str = "python",
 ) -> dict[str, Any]:
     """Run one op from a JSON object and answer a JSON object (see :mod:`indexplug.ops`).
 
@@ -1328,5 +1462,6 @@ def invoke(
         invoker = Invoker.from_source(config)
     except (ConfigError, OSError, ValueError) as exc:  # a bad file, or a path that is none
         return bad_request(str(op), str(exc), field="config")
+    invoker.caller = caller
     with invoker:
         return invoker.invoke(op, args)

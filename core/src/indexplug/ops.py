@@ -342,6 +342,31 @@ class NoArgs(_Args):
     pass
 
 
+CallerName = Field(
+    default=None,
+    min_length=1,
+    max_length=128,
+    pattern=r"^[A-Za-z0-9_.:@-]+$",
+    description="Only records of this caller (stdio, http, cli, python, or a token's name).",
+)
+OpName = Field(default=None, min_length=1, max_length=64, pattern=r"^[a-z_]+$")
+CodeName = Field(default=None, min_length=1, max_length=64, pattern=r"^[A-Z_]+$")
+TimeBound = Field(default=None, ge=0, le=1e11, description="Unix time in seconds.")
+
+
+class AuditArgs(_Args):
+    """One page of the audit log, oldest first; pass ``next_after`` back as ``after``."""
+
+    index: str | None = Field(default=None, min_length=1, max_length=128)
+    caller: str | None = CallerName
+    op: str | None = OpName
+    outcome: str | None = CodeName
+    since: float | None = TimeBound
+    until: float | None = TimeBound
+    after: int = Field(default=0, ge=0, description="The cursor: the last seq already read.")
+    limit: int = Field(default=100, ge=1, le=1000, description="Records per page.")
+
+
 # -- answers -----------------------------------------------------------------------------
 
 D = TypeVar("D")
@@ -632,6 +657,41 @@ class OpsData(_Model):
     ops: list[OpInfo]
 
 
+class AuditRecordOut(_Model):
+    """One change: who did what to which index, and how it ended (hash-chained)."""
+
+    seq: int
+    time: float
+    caller: str
+    op: str
+    index: str
+    backend: str
+    outcome: str
+    ok: bool
+    counts: dict[str, int] = Field(default_factory=dict)
+    ids: list[str] = Field(default_factory=list)
+    ids_total: int = 0
+    keys: list[str] = Field(default_factory=list)
+    keys_total: int = 0
+    detail: dict[str, Any] = Field(default_factory=dict)
+    prev: str
+    hash: str
+
+
+class AuditData(_Model):
+    records: list[AuditRecordOut] = Field(default_factory=list)
+    next_after: int | None = Field(
+        default=None, description="The cursor of the next page; null after the last page."
+    )
+    intact: bool = Field(description="Whether the whole chain verified.")
+    first_bad: int | None = Field(default=None, description="The first bad record's seq.")
+    reason: str = ""
+
+
+class AuditAnswer(Answer[AuditData, ConfigEvidence]):
+    pass
+
+
 class AddAnswer(Answer[AddData, WriteEvidence]):
     pass
 
@@ -839,6 +899,16 @@ OPS: dict[str, OpSpec] = {
             ("COPIED", "COPY_MISMATCH", "OVER_BUDGET", *FAILURES, *REFUSALS),
             sensitive=True,
             read_only=False,
+        ),
+        # access: read (records what changed; never changes anything)
+        OpSpec(
+            "audit",
+            "One page of the audit log (every change: who, when, which index, what, how it "
+            "ended), filtered by index, caller, op, outcome and time, with whether the "
+            "log's hash chain verifies.",
+            AuditArgs,
+            AuditAnswer,
+            ("AUDIT", "AUDIT_BROKEN", *REFUSALS),
         ),
         OpSpec(
             "backends",

@@ -966,6 +966,11 @@ app.add_typer(config_app)
 app.command("invoke")(invoke_command)
 app.command("serve")(serve_command)
 
+# What indexplug records: audit, history (indexplug.cli.records).
+from indexplug.cli.records import audit_app  # noqa: E402
+
+app.add_typer(audit_app)
+
 
 def main() -> None:
     """Console-script entry point."""

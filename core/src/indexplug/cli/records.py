@@ -1,0 +1,118 @@
+"""CLI commands for what indexplug records: ``audit`` (list, ``verify``) and ``history``.
+
+``indexplug audit`` prints audit records as JSON lines (one record a line, every field, non-ASCII
+escaped, so stored text cannot reach the terminal as control sequences); ``audit verify`` walks
+the hash chain and names the first bad record.  Both read ``INDEXPLUG_HOME/audit``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from indexplug.cli.console import LazyConsole, escape
+
+err = LazyConsole(stderr=True)
+out = LazyConsole()
+BAD_INPUT = 64
+BROKEN = 3
+"""``EXIT_CODES["AUDIT_BROKEN"]``: the log does not verify."""
+
+audit_app = typer.Typer(
+    name="audit",
+    help="The audit log of every change (see docs/security.md).",
+    invoke_without_command=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _fail(message: str, code: int = BAD_INPUT) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    return typer.Exit(code)
+
+
+def _answer(op: str, args: dict[str, Any], config: Path | None) -> dict[str, Any]:
+    from indexplug.invocation import invoke
+
+    answer = invoke(op, args, config=config, caller="cli")
+    if answer.get("code") == "BAD_REQUEST":
+        problem = answer.get("problem") or {}
+        raise _fail(str(problem.get("reason") or answer.get("message")))
+    return answer
+
+
+@audit_app.callback()
+def audit_list(
+    ctx: typer.Context,
+    index: Annotated[str | None, typer.Option("--index", "-i", help="Only this index.")] = None,
+    caller: Annotated[str | None, typer.Option(help="Only this caller.")] = None,
+    op: Annotated[str | None, typer.Option(help="Only this op (add, remove, drop...).")] = None,
+    outcome: Annotated[str | None, typer.Option(help="Only this outcome code.")] = None,
+    since: Annotated[float | None, typer.Option(help="From this Unix time.")] = None,
+    until: Annotated[float | None, typer.Option(help="Before this Unix time.")] = None,
+    after: Annotated[int, typer.Option(help="After this seq (the cursor).")] = 0,
+    limit: Annotated[int, typer.Option(help="Records to print (1-1000).")] = 100,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="indexplug.toml.")] = None,
+) -> None:
+    """Print audit records as JSON lines, oldest first (exit 3 if the chain does not verify)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    args: dict[str, Any] = {"after": after, "limit": limit}
+    for name, value in (
+        ("index", index),
+        ("caller", caller),
+        ("op", op),
+        ("outcome", outcome),
+        ("since", since),
+        ("until", until),
+    ):
+        if value is not None:
+            args[name] = value
+    answer = _answer("audit", args, config)
+    data = answer.get("data") or {}
+    for rec in data.get("records", []):
+        sys.stdout.write(json.dumps(rec, sort_keys=True) + "\n")
+    if data.get("next_after") is not None:
+        err.print(f"more: --after {int(data['next_after'])}", highlight=False)
+    if not answer.get("ok"):
+        raise _fail(str(answer.get("message")), BROKEN)
+
+
+@audit_app.command("verify")
+def audit_verify(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (stable shape).")] = False,
+) -> None:
+    """Walk the audit log's hash chain: exit 0 when every record verifies, else 3, naming the
+    first bad record (edited, deleted, reordered, torn, truncated, or the file is a link)."""
+    from indexplug.audit import AuditLog
+
+    log = AuditLog()
+    verdict = log.verify()
+    if as_json:
+        sys.stdout.write(
+            json.dumps(
+                {
+                    "ok": verdict.ok,
+                    "records": verdict.records,
+                    "first_bad": verdict.first_bad,
+                    "reason": verdict.reason,
+                    "path": str(log.log),
+                }
+            )
+            + "\n"
+        )
+    elif verdict.ok:
+        out.print(f"{verdict.records} record(s) verify ({escape(str(log.log))})", highlight=False)
+    else:
+        err.print(
+            f"[bold red]broken:[/] record {verdict.first_bad}: {escape(verdict.reason)} "
+            f"({verdict.records} record(s) before it verify; {escape(str(log.log))})",
+            highlight=False,
+        )
+    if not verdict.ok:
+        raise typer.Exit(BROKEN)
