@@ -163,3 +163,53 @@ def test_no_change_is_made_that_the_log_cannot_record(tmp_path: Path) -> None:
 def test_audit_is_a_read_op() -> None:
     spec = OPS["audit"]
     assert spec.read_only and not spec.sensitive
+
+
+CLI_CONFIG = """
+[indexes.open]
+backend = "sqlite-fts5"
+allow_remove = true
+
+[indexes.plain]
+backend = "sqlite-fts5"
+"""
+
+
+def test_cli_changes_are_recorded_and_verified(tmp_path: Path) -> None:
+    import json
+
+    from indexplug.cli.app import app
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    cfg = tmp_path / "indexplug.toml"
+    cfg.write_text(CLI_CONFIG)
+    jsonl = tmp_path / "p.jsonl"
+    jsonl.write_text("".join(json.dumps(p) + "\n" for p in PASSAGES))
+    for index in ("open", "plain"):
+        got = runner.invoke(app, ["add", str(jsonl), "--index", index, "-c", str(cfg)])
+        assert got.exit_code == 0, got.output
+    got = runner.invoke(
+        app, ["remove", "--index", "open", "--key", "otters", "--yes", "-c", str(cfg)]
+    )
+    assert got.exit_code == 0, got.output
+    got = runner.invoke(app, ["audit", "-c", str(cfg)])
+    assert got.exit_code == 0, got.output
+    recs = [json.loads(line) for line in got.stdout.splitlines()]
+    assert [(r["op"], r["index"], r["caller"]) for r in recs] == [
+        ("add", "open", "cli"),
+        ("remove", "open", "cli"),
+    ]  # 'plain' does not allow remove: not audited by default
+    assert recs[1]["keys"] == ["otters"] and recs[1]["counts"]["removed"] == 1
+    assert runner.invoke(app, ["audit", "verify"]).exit_code == 0
+    log = AuditLog()
+    log.log.write_text(log.log.read_text().replace('"cli"', '"someone"', 1))
+    got = runner.invoke(app, ["audit", "verify", "--json"])
+    assert got.exit_code == 3
+    assert json.loads(got.stdout)["first_bad"] == 1
+    # a log cut short refuses the next change (exit 5), and nothing is removed
+    log.log.write_text("")
+    got = runner.invoke(app, ["drop", "--index", "open", "--yes", "-c", str(cfg)])
+    assert got.exit_code == 5 and "audit log" in got.output
+    got = runner.invoke(app, ["status", "--index", "open", "--json", "-c", str(cfg)])
+    assert json.loads(got.stdout)["passages"] == 1

@@ -181,6 +181,13 @@ def guarded(fn: Callable[[], T]) -> T:
         raise fail(str(exc)) from None
 
 
+def cli_change(*args: Any, **kw: Any) -> Any:
+    """:func:`indexplug.cli.records.cli_change` (the audit log), imported when first used."""
+    from indexplug.cli import records
+
+    return records.cli_change(*args, **kw)
+
+
 def resolve_target(index: str, **how: Any) -> Target:
     """:func:`indexplug.cli.resolve.resolve_target`, imported when a command first needs it."""
     from indexplug.cli import resolve
@@ -390,12 +397,19 @@ def add(
                 reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, RecursionError) else exc
                 raise ValueError(f"line {n} of {file} is not a passage: {reason}") from None
         with progress_bar("adding", as_json) as moved:
-            return t.guard.add(
+            return cli_change(
+                "add",
                 t.index,
-                passages,
-                max_bytes=max_bytes or t.max_bytes,
-                deadline_s=deadline,
-                progress=moved,
+                t.backend_name,
+                config,
+                lambda: t.guard.add(
+                    t.index,
+                    passages,
+                    max_bytes=max_bytes or t.max_bytes,
+                    deadline_s=deadline,
+                    progress=moved,
+                ),
+                keys=sorted({p.key for p in passages if p.key is not None}),
             )
 
     outcome = guarded(body)
@@ -567,7 +581,15 @@ def remove(
         )
         if not yes and not typer.confirm(f"Remove {what} from '{t.index}'?"):
             raise typer.Exit(BAD_INPUT)
-        return t.guard.remove(t.index, ids or [], keys=key or [], filters=filters)
+        return cli_change(
+            "remove",
+            t.index,
+            t.backend_name,
+            config,
+            lambda: t.guard.remove(t.index, ids or [], keys=key or [], filters=filters),
+            keys=key or [],
+            detail={"filters": filters} if filters is not None else None,
+        )
 
     outcome = guarded(body)
     emit(outcome, as_json)
@@ -716,7 +738,7 @@ def drop(
             raise InvalidRequest(f"backend '{t.backend_name}' does not offer 'drop'")
         if not yes and not typer.confirm(f"Delete the whole index '{t.index}'?"):
             raise typer.Exit(BAD_INPUT)
-        return t.guard.drop(t.index)
+        return cli_change("drop", t.index, t.backend_name, config, lambda: t.guard.drop(t.index))
 
     outcome = guarded(body)
     emit(outcome, as_json)
@@ -778,12 +800,19 @@ def import_(
                 )
             if file.is_dir():
                 raise IsADirectoryError(f"{file} is a folder, not a JSONL file")
-            return transfer.import_(
-                t.guard,
+            return cli_change(
+                "import",
                 t.index,
-                file,
-                max_bytes=max_bytes or t.max_bytes,
-                progress=moved,
+                t.backend_name,
+                config,
+                lambda: transfer.import_(
+                    t.guard,
+                    t.index,
+                    file,
+                    max_bytes=max_bytes or t.max_bytes,
+                    progress=moved,
+                ),
+                detail={"path": str(file)},
             )
 
     outcome = guarded(body)
@@ -839,16 +868,23 @@ def copy(
         src = end_target(source, src_option, src_embedder, config)
         dst = end_target(dest, dst_option, dst_embedder, config)
         with progress_bar("copying", as_json) as moved:
-            return transfer.copy(
-                src.guard,
-                src.index,
-                dst.guard,
+            return cli_change(
+                "copy",
                 dst.index,
-                progress=moved,
-                source_id=end_id(src),
-                target_id=end_id(dst),
-                restart=restart,
-                max_bytes=dst.max_bytes,
+                dst.backend_name,
+                config,
+                lambda: transfer.copy(
+                    src.guard,
+                    src.index,
+                    dst.guard,
+                    dst.index,
+                    progress=moved,
+                    source_id=end_id(src),
+                    target_id=end_id(dst),
+                    restart=restart,
+                    max_bytes=dst.max_bytes,
+                ),
+                detail={"source": source},
             )
 
     outcome = guarded(body)

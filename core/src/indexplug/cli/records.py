@@ -116,3 +116,65 @@ def audit_verify(
         )
     if not verdict.ok:
         raise typer.Exit(BROKEN)
+
+
+UNAVAILABLE = 5
+"""``EXIT_CODES["INDEX_UNAVAILABLE"]``: the audit log cannot record a change, so none is made."""
+
+
+def cli_change(
+    op: str,
+    index: str,
+    backend: str,
+    config: Path | None,
+    run: Any,
+    *,
+    keys: Any = (),
+    detail: dict[str, Any] | None = None,
+) -> Any:
+    """Run the change ``run()`` made by a CLI command, recorded in the audit log as made by
+    "cli" where the configuration's ``[audit]`` says so (as ``invoke`` does): the log is
+    checked first, so that no change is made that it could not record."""
+    from indexplug.audit import AuditError, AuditLog
+    from indexplug.config import find_config_file, load_config
+
+    path = find_config_file(config)
+    cfg = load_config(path, check_backends=False) if path is not None else None
+    mode = cfg.audit.enabled if cfg is not None else "auto"
+    on = mode == "on" or (mode == "auto" and cfg is not None and cfg.allows_remove(index))
+    if not on:
+        return run()
+    assert cfg is not None
+    log = AuditLog(max_ids=cfg.audit.max_ids)
+    try:
+        log.check()
+    except AuditError as exc:
+        raise _fail(
+            f"the audit log cannot record this change, so none was made: {exc}", UNAVAILABLE
+        ) from None
+    outcome = run()
+    counts = {
+        k: v
+        for k, v in outcome.model_dump().items()
+        if isinstance(v, int) and not isinstance(v, bool)
+    }
+    ids = list(getattr(outcome, "added_ids", None) or getattr(outcome, "removed_ids", None) or [])
+    try:
+        log.append(
+            op=op,
+            caller="cli",
+            index=index,
+            backend=backend,
+            outcome=str(outcome.code),
+            ok=bool(outcome.ok),
+            counts=counts,
+            ids=ids,
+            keys=list(keys),
+            detail=detail,
+        )
+    except (AuditError, OSError) as exc:
+        err.print(
+            f"[bold red]warning:[/] the audit log could not record this change: {escape(str(exc))}",
+            highlight=False,
+        )
+    return outcome
