@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -55,6 +56,8 @@ from indexplug.ops import (
     BatchEvidence,
     BatchItem,
     BatchSearchArgs,
+    ClearHistoryArgs,
+    ClearHistoryData,
     ConfigEvidence,
     CopyArgs,
     CopyData,
@@ -62,9 +65,13 @@ from indexplug.ops import (
     DropArgs,
     ExportArgs,
     ExportData,
+    ExportHistoryArgs,
+    ExportHistoryData,
     FolderEvidence,
     GetArgs,
     GetData,
+    HistoryArgs,
+    HistoryData,
     HitOut,
     ImportArgs,
     ImportData,
@@ -73,6 +80,8 @@ from indexplug.ops import (
     IndexEvidence,
     IndexFolderArgs,
     IndexReadiness,
+    LogSearchArgs,
+    LogSearchData,
     OpInfo,
     OpsData,
     PackArgs,
@@ -116,6 +125,7 @@ from indexplug.pools import LazyPool
 from indexplug.transfer import EXIT_CODES as TRANSFER_EXIT_CODES
 
 if TYPE_CHECKING:
+    from indexplug.history import HistoryStore
     from indexplug.transfer import Progress
 
 BATCH_WORKERS = 8
@@ -261,6 +271,7 @@ class Invoker:
         self.serving_http = False
         """Set by the HTTP server: the audit log is on by default there."""
         self._audit_log: AuditLog | None = None
+        self._history: HistoryStore | None = None
         self._targets: dict[str, Target] = {}
         self._lock = threading.RLock()
         self._runners: dict[str, Callable[[Any], Answer[Any, Any]]] = {
@@ -281,6 +292,10 @@ class Invoker:
             "import": self._import,
             "copy": self._copy,
             "audit": self._audit,
+            "history": self._history_op,
+            "export_history": self._export_history,
+            "log_search": self._log_search,
+            "clear_history": self._clear_history,
         }
         self._arunners: dict[str, Callable[[Any], Awaitable[Answer[Any, Any]]]] = {
             "add": self._aadd,
@@ -392,6 +407,40 @@ class Invoker:
         if self._audit_log is None:
             self._audit_log = AuditLog(max_ids=self.config.audit.max_ids)
         return self._audit_log
+
+    def history_store(self) -> HistoryStore:
+        """The search history store (opened on first use: only where history is on)."""
+        if self._history is None:
+            from indexplug.history import store
+
+            h = self.config.history
+            self._history = store(
+                queue_size=h.queue, max_rows=h.max_rows, max_age_s=h.max_age_days * 86400
+            )
+        return self._history
+
+    def _record_search(
+        self, t: Target, a: _SearchCommon, query: str, out: Any, mode: str, started: float
+    ) -> None:
+        """Queue the record of a search the guard answered (never blocks, never raises)."""
+        latency_ms = (time.perf_counter() - started) * 1000
+        hits = [(h.passage.id, h.score, h.rank) for h in getattr(out, "hits", None) or []]
+        try:
+            self.history_store().record(
+                caller=self.caller,
+                op="batch_search" if isinstance(a, BatchSearchArgs) else "search",
+                index=t.index,
+                backend=t.backend_name,
+                mode=mode,
+                query=query,
+                top_k=a.top_k,
+                filters=a.filters,
+                outcome=str(out.code),
+                hits=hits,
+                latency_ms=latency_ms,
+            )
+        except Exception:  # a history that cannot be opened never fails a search
+            self._history_failures = getattr(self, "_history_failures", 0) + 1
 
     def _record_change(self, op: str, parsed: Any, answer: dict[str, Any]) -> dict[str, Any]:
         """Append ``op``'s record to the audit log; when that fails after the change ran,
@@ -540,6 +589,10 @@ class Invoker:
             return bad_request(op, str(exc), field="path", index=index)
         if isinstance(exc, UnknownBackend | UnknownEmbedder):
             return _failure(op, IndexUnavailable(index=index, reason=str(exc)))
+        from indexplug.history import HistoryError
+
+        if isinstance(exc, HistoryError):
+            return _failure(op, IndexUnavailable(index=index, reason=f"the search history: {exc}"))
         if isinstance(exc, AuditError):
             return _failure(
                 op, IndexUnavailable(index=index, reason=f"the audit log cannot be written: {exc}")
@@ -623,18 +676,30 @@ class Invoker:
 
     def _run_search(self, t: Target, a: _SearchCommon, query: str, op: str) -> Answer[Any, Any]:
         deadline_s = self.deadline_for(t.index, a.deadline_s)
+        mode = self.config.history_mode(t.index)
+        if mode == "off":
+            out = t.guard.search(
+                t.index, query, top_k=a.top_k, deadline_s=deadline_s, filters=a.filters
+            )
+            return self._search_answer(t, a, out, op)
+        started = time.perf_counter()
         out = t.guard.search(
             t.index, query, top_k=a.top_k, deadline_s=deadline_s, filters=a.filters
         )
+        self._record_search(t, a, query, out, mode, started)
         return self._search_answer(t, a, out, op)
 
     async def _arun_search(
         self, t: Target, a: _SearchCommon, query: str, op: str
     ) -> Answer[Any, Any]:
         deadline_s = self.deadline_for(t.index, a.deadline_s)
+        mode = self.config.history_mode(t.index)
+        started = time.perf_counter()
         out = await t.guard.asearch(
             t.index, query, top_k=a.top_k, deadline_s=deadline_s, filters=a.filters
         )
+        if mode != "off":
+            self._record_search(t, a, query, out, mode, started)
         if not a.context:
             return self._search_answer(t, a, out, op)
         import asyncio
@@ -1206,6 +1271,105 @@ class Invoker:
             ),
             evidence=self._evidence(),
             problem=None if verdict.ok else Problem(reason=verdict.reason),
+        )  # type: ignore[return-value]
+
+    def _history_filters(self, a: HistoryArgs) -> dict[str, Any]:
+        return {
+            "index": a.index,
+            "caller": a.caller,
+            "outcome": a.outcome,
+            "since": a.since,
+            "until": a.until,
+        }
+
+    def _history_op(self, a: HistoryArgs) -> Answer[Any, Any]:
+        h = self.history_store()
+        records, more = h.page(**self._history_filters(a), after=a.after, limit=a.limit)
+        return OPS["history"].result(
+            op="history",
+            code="HISTORY",
+            ok=True,
+            message=f"{len(records)} search record(s)"
+            + (
+                f"; {h.dropped} dropped since start (the writer fell behind)." if h.dropped else "."
+            ),
+            data=HistoryData(records=records, next_after=more, dropped=h.dropped),  # type: ignore[arg-type]
+            evidence=self._evidence(),
+        )  # type: ignore[return-value]
+
+    def _export_history(self, a: ExportHistoryArgs) -> Answer[Any, Any]:
+        from indexplug.transfer import confined_output
+
+        if not self.config.defaults.folders:
+            raise InvalidRequest(
+                "export_history writes files only under the configuration's defaults.folders, "
+                "and none is set",
+                field="path",
+            )
+        path = confined_output(a.path, self._roots())
+        try:
+            fd = os.open(
+                path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600
+            )
+        except FileExistsError:
+            raise InvalidRequest(
+                f"{a.path} exists; exports write new files only", field="path"
+            ) from None
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            n = self.history_store().export_jsonl(fh, **self._history_filters(a))
+        return OPS["export_history"].result(
+            op="export_history",
+            code="EXPORTED",
+            ok=True,
+            message=f"Wrote {n} search record(s) to {path}.",
+            data=ExportHistoryData(path=str(path), records=n),
+            evidence=self._evidence(),
+        )  # type: ignore[return-value]
+
+    def _log_search(self, a: LogSearchArgs) -> Answer[Any, Any]:
+        validate_index_name(a.index)
+        mode = self.config.history_mode(a.index)
+        recorded = False
+        if mode != "off":
+            recorded = self.history_store().record(
+                caller=self.caller,
+                op="log_search",
+                index=a.index,
+                backend=a.backend,
+                mode=mode,
+                query=a.query,
+                top_k=a.top_k,
+                filters=a.filters,
+                outcome=a.outcome,
+                hits=[(h.id, h.score, h.rank) for h in a.hits],
+                latency_ms=a.latency_ms,
+            )
+        message = (
+            f"Recorded in the history of '{a.index}' ({mode})."
+            if recorded
+            else f"Not recorded: history is off for '{a.index}'."
+            if mode == "off"
+            else "Not recorded: the history writer is behind (the record was dropped)."
+        )
+        return OPS["log_search"].result(
+            op="log_search",
+            code="LOGGED",
+            ok=True,
+            message=message,
+            data=LogSearchData(recorded=recorded, mode=mode),
+            evidence=IndexEvidence(index=a.index, backend=a.backend),
+        )  # type: ignore[return-value]
+
+    def _clear_history(self, a: ClearHistoryArgs) -> Answer[Any, Any]:
+        validate_index_name(a.index)
+        n = self.history_store().clear(index=a.index, before=a.before)
+        return OPS["clear_history"].result(
+            op="clear_history",
+            code="CLEARED",
+            ok=True,
+            message=f"Deleted {n} search record(s) of '{a.index}'.",
+            data=ClearHistoryData(cleared=n),
+            evidence=IndexEvidence(index=a.index),
         )  # type: ignore[return-value]
 
     def _evidence(self) -> ConfigEvidence:
