@@ -163,3 +163,47 @@ def test_a_damaged_history_never_fails_a_search(tmp_path: Path) -> None:
         assert inv.invoke("search", {"index": "full", "query": "otters"})["code"] == "SEARCHED"
         answer = inv.invoke("history", {})
     assert answer["code"] == "INDEX_UNAVAILABLE" and "history" in answer["message"]
+
+
+CLI_CONFIG = """
+[indexes.full]
+backend = "sqlite-fts5"
+history = "full"
+allow_remove = true
+
+[indexes.hashed]
+backend = "sqlite-fts5"
+history = "hashed"
+"""
+
+
+def test_the_cli_lists_exports_and_clears(tmp_path: Path) -> None:
+    from indexplug.cli.app import app
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    cfg = tmp_path / "indexplug.toml"
+    cfg.write_text(CLI_CONFIG)
+    for index in ("full", "hashed"):
+        args = {"index": index, "query": "otters"}
+        got = runner.invoke(app, ["invoke", "search", "-a", json.dumps(args), "-c", str(cfg)])
+        assert got.exit_code == 2, got.output  # INDEX_EMPTY, and recorded
+    got = runner.invoke(app, ["history", "-c", str(cfg)])
+    assert got.exit_code == 0, got.output
+    recs = [json.loads(line) for line in got.stdout.splitlines()]
+    assert [(r["index"], r["caller"], r["query"]) for r in recs] == [
+        ("full", "cli", "otters"),
+        ("hashed", "cli", None),
+    ]
+    target = tmp_path / "h.jsonl"
+    assert runner.invoke(app, ["history", "export", str(target), "--index", "full"]).exit_code == 0
+    assert [json.loads(line)["index"] for line in target.read_text().splitlines()] == ["full"]
+    assert runner.invoke(app, ["history", "export", str(target)]).exit_code == 64  # exists
+    got = runner.invoke(app, ["history", "clear", "--index", "hashed", "--yes", "-c", str(cfg)])
+    assert got.exit_code == 77  # not allowed: 'hashed' does not allow remove
+    got = runner.invoke(app, ["history", "clear", "--index", "full", "--yes", "-c", str(cfg)])
+    assert got.exit_code == 0, got.output
+    got = runner.invoke(app, ["history", "-c", str(cfg)])
+    assert [json.loads(line)["index"] for line in got.stdout.splitlines()] == ["hashed"]
+    got = runner.invoke(app, ["audit", "--op", "clear_history", "-c", str(cfg)])
+    assert [json.loads(line)["caller"] for line in got.stdout.splitlines()] == ["cli"]

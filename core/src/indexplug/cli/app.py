@@ -1003,9 +1003,10 @@ app.command("invoke")(invoke_command)
 app.command("serve")(serve_command)
 
 # What indexplug records: audit, history (indexplug.cli.records).
-from indexplug.cli.records import audit_app  # noqa: E402
+from indexplug.cli.records import audit_app, history_app  # noqa: E402
 
 app.add_typer(audit_app)
+app.add_typer(history_app)
 
 
 def main() -> None:

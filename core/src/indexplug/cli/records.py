@@ -178,3 +178,105 @@ def cli_change(
             highlight=False,
         )
     return outcome
+
+
+history_app = typer.Typer(
+    name="history",
+    help="The search history of indexes whose history is on (see docs/history.md).",
+    invoke_without_command=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+IndexFilter = Annotated[str | None, typer.Option("--index", "-i", help="Only this index.")]
+CallerFilter = Annotated[str | None, typer.Option(help="Only this caller.")]
+OutcomeFilter = Annotated[str | None, typer.Option(help="Only this outcome code.")]
+SinceFilter = Annotated[float | None, typer.Option(help="From this Unix time.")]
+UntilFilter = Annotated[float | None, typer.Option(help="Before this Unix time.")]
+ConfigFile = Annotated[Path | None, typer.Option("--config", "-c", help="indexplug.toml.")]
+
+
+def _filters(**given: Any) -> dict[str, Any]:
+    return {k: v for k, v in given.items() if v is not None}
+
+
+@history_app.callback()
+def history_list(
+    ctx: typer.Context,
+    index: IndexFilter = None,
+    caller: CallerFilter = None,
+    outcome: OutcomeFilter = None,
+    since: SinceFilter = None,
+    until: UntilFilter = None,
+    after: Annotated[int, typer.Option(help="After this id (the cursor).")] = 0,
+    limit: Annotated[int, typer.Option(help="Records to print (1-1000).")] = 100,
+    config: ConfigFile = None,
+) -> None:
+    """Print search records as JSON lines, oldest first."""
+    if ctx.invoked_subcommand is not None:
+        return
+    args = _filters(index=index, caller=caller, outcome=outcome, since=since, until=until)
+    answer = _answer("history", {**args, "after": after, "limit": limit}, config)
+    if not answer.get("ok"):
+        raise _fail(str(answer.get("message")), UNAVAILABLE)
+    data = answer.get("data") or {}
+    for rec in data.get("records", []):
+        sys.stdout.write(json.dumps(rec, sort_keys=True) + "\n")
+    if data.get("next_after") is not None:
+        err.print(f"more: --after {int(data['next_after'])}", highlight=False)
+
+
+@history_app.command("export")
+def history_export(
+    file: Annotated[Path, typer.Argument(help="A new JSONL file ('-' for stdout).")],
+    index: IndexFilter = None,
+    caller: CallerFilter = None,
+    outcome: OutcomeFilter = None,
+    since: SinceFilter = None,
+    until: UntilFilter = None,
+) -> None:
+    """Write every search record passing the filters as JSON lines (a new file only)."""
+    import os
+
+    from indexplug.history import HistoryError, store
+
+    args = _filters(index=index, caller=caller, outcome=outcome, since=since, until=until)
+    try:
+        h = store()
+        if str(file) == "-":
+            n = h.export_jsonl(sys.stdout, **args)
+        else:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+            try:
+                fd = os.open(file, flags, 0o600)
+            except FileExistsError:
+                raise _fail(f"{file} exists; exports write new files only") from None
+            except OSError as exc:
+                raise _fail(f"cannot write {file}: {exc.strerror or exc}") from None
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                n = h.export_jsonl(fh, **args)
+    except HistoryError as exc:
+        raise _fail(str(exc), UNAVAILABLE) from None
+    err.print(f"{n} search record(s) written", highlight=False)
+
+
+@history_app.command("clear")
+def history_clear(
+    index: Annotated[str, typer.Option("--index", "-i", help="The index whose history to clear.")],
+    before: Annotated[
+        float | None, typer.Option(help="Only records before this Unix time.")
+    ] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    config: ConfigFile = None,
+) -> None:
+    """Delete an index's search history (only where the configuration allows remove; recorded
+    in the audit log)."""
+    if not yes and not typer.confirm(f"Delete the search history of '{index}'?"):
+        raise typer.Exit(BAD_INPUT)
+    answer = _answer("clear_history", _filters(index=index, before=before), config)
+    from indexplug.invocation import exit_code
+
+    (out.print if answer.get("ok") else err.print)(
+        f"{answer.get('code')} {escape(str(answer.get('message')))}", highlight=False
+    )
+    raise typer.Exit(exit_code(answer))
