@@ -161,6 +161,7 @@ def test_a_damaged_history_never_fails_a_search(tmp_path: Path) -> None:
     with Invoker(_config()) as inv:
         inv.invoke("add", {"index": "full", "passages": PASSAGES})
         assert inv.invoke("search", {"index": "full", "query": "otters"})["code"] == "SEARCHED"
+        assert inv.history_failures == 1  # counted, not raised
         answer = inv.invoke("history", {})
     assert answer["code"] == "INDEX_UNAVAILABLE" and "history" in answer["message"]
 

@@ -272,6 +272,8 @@ class Invoker:
         """Set by the HTTP server: the audit log is on by default there."""
         self._audit_log: AuditLog | None = None
         self._history: HistoryStore | None = None
+        self.history_failures = 0
+        """Searches not recorded because the history could not be opened or written."""
         self._targets: dict[str, Target] = {}
         self._lock = threading.RLock()
         self._runners: dict[str, Callable[[Any], Answer[Any, Any]]] = {
@@ -440,7 +442,7 @@ class Invoker:
                 latency_ms=latency_ms,
             )
         except Exception:  # a history that cannot be opened never fails a search
-            self._history_failures = getattr(self, "_history_failures", 0) + 1
+            self.history_failures += 1
 
     def _record_change(self, op: str, parsed: Any, answer: dict[str, Any]) -> dict[str, Any]:
         """Append ``op``'s record to the audit log; when that fails after the change ran,
