@@ -201,6 +201,15 @@ def test_cli_changes_are_recorded_and_verified(tmp_path: Path) -> None:
         ("remove", "open", "cli"),
     ]  # 'plain' does not allow remove: not audited by default
     assert recs[1]["keys"] == ["otters"] and recs[1]["counts"]["removed"] == 1
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "a.md").write_text("Badgers dig.\n")
+    got = runner.invoke(app, ["index", str(folder), "--index", "open", "-c", str(cfg)])
+    assert got.exit_code == 0, got.output
+    got = runner.invoke(app, ["audit", "--op", "index_folder", "-c", str(cfg)])
+    (rec,) = [json.loads(line) for line in got.stdout.splitlines()]
+    assert rec["outcome"] == "INDEXED" and rec["ok"] and rec["counts"]["passages_added"] == 1
+    assert rec["detail"] == {"path": str(folder)}
     assert runner.invoke(app, ["audit", "verify"]).exit_code == 0
     log = AuditLog()
     log.log.write_text(log.log.read_text().replace('"cli"', '"someone"', 1))
@@ -208,8 +217,10 @@ def test_cli_changes_are_recorded_and_verified(tmp_path: Path) -> None:
     assert got.exit_code == 3
     assert json.loads(got.stdout)["first_bad"] == 1
     # a log cut short refuses the next change (exit 5), and nothing is removed
+    status = ["status", "--index", "open", "--json", "-c", str(cfg)]
+    before = json.loads(runner.invoke(app, status).stdout)["passages"]
+    assert before > 0
     log.log.write_text("")
     got = runner.invoke(app, ["drop", "--index", "open", "--yes", "-c", str(cfg)])
     assert got.exit_code == 5 and "audit log" in got.output
-    got = runner.invoke(app, ["status", "--index", "open", "--json", "-c", str(cfg)])
-    assert json.loads(got.stdout)["passages"] == 1
+    assert json.loads(runner.invoke(app, status).stdout)["passages"] == before

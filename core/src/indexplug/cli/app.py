@@ -329,14 +329,22 @@ def index(
             disable=as_json or not sys.stderr.isatty(),
         ) as bar:
             task = bar.add_task("files", total=None)
-            report = index_folder(
-                t.guard,
-                path,
+            report = cli_change(
+                "index_folder",
                 t.index,
-                max_bytes=max_bytes or t.max_bytes,
-                max_chars=max_chars,
-                overlap=overlap,
-                progress=lambda n, total: bar.update(task, completed=n, total=total),
+                t.backend_name,
+                config,
+                lambda: index_folder(
+                    t.guard,
+                    path,
+                    t.index,
+                    max_bytes=max_bytes or t.max_bytes,
+                    max_chars=max_chars,
+                    overlap=overlap,
+                    progress=lambda n, total: bar.update(task, completed=n, total=total),
+                ),
+                detail={"path": str(path)},
+                code_of=folder_code,
             )
         if as_json:
             out.print_json(report.model_dump_json())

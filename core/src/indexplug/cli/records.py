@@ -131,10 +131,12 @@ def cli_change(
     *,
     keys: Any = (),
     detail: dict[str, Any] | None = None,
+    code_of: Any = None,
 ) -> Any:
     """Run the change ``run()`` made by a CLI command, recorded in the audit log as made by
     "cli" where the configuration's ``[audit]`` says so (as ``invoke`` does): the log is
-    checked first, so that no change is made that it could not record."""
+    checked first, so that no change is made that it could not record.  ``code_of`` gives the
+    outcome code of a result that has none of its own (index_folder's report)."""
     from indexplug.audit import AuditError, AuditLog
     from indexplug.config import find_config_file, load_config
 
@@ -159,14 +161,17 @@ def cli_change(
         if isinstance(v, int) and not isinstance(v, bool)
     }
     ids = list(getattr(outcome, "added_ids", None) or getattr(outcome, "removed_ids", None) or [])
+    from indexplug.outcomes import EXIT_CODES
+
+    code = str(code_of(outcome) if code_of is not None else outcome.code)
     try:
         log.append(
             op=op,
             caller="cli",
             index=index,
             backend=backend,
-            outcome=str(outcome.code),
-            ok=bool(outcome.ok),
+            outcome=code,
+            ok=EXIT_CODES.get(code, 3) == 0 if code_of is not None else bool(outcome.ok),
             counts=counts,
             ids=ids,
             keys=list(keys),
