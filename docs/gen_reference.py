@@ -101,7 +101,13 @@ def _model_table(model: Any) -> list[str]:
 
 
 def _config() -> str:
-    from indexplug.config import Defaults, IndexConfig, ServerSettings
+    from indexplug.config import (
+        AuditSettings,
+        Defaults,
+        HistorySettings,
+        IndexConfig,
+        ServerSettings,
+    )
 
     lines = [
         "# Configuration reference",
@@ -120,6 +126,14 @@ def _config() -> str:
         "## `[server]`",
         "",
         *_model_table(ServerSettings),
+        "",
+        "## `[audit]`",
+        "",
+        *_model_table(AuditSettings),
+        "",
+        "## `[history]`",
+        "",
+        *_model_table(HistorySettings),
         "",
     ]
     return "\n".join(lines)

@@ -218,10 +218,15 @@ def test_ops_lists_every_op_with_schemas_that_hold(docs: Path, write_config: Any
         "export",
         "import",
         "copy",
+        "audit",
+        "history",
+        "export_history",
+        "log_search",
+        "clear_history",
     }
-    for name in ("remove", "drop", "import", "copy"):
+    for name in ("remove", "drop", "import", "copy", "clear_history"):
         assert rows[name]["sensitive"] and not rows[name]["allowed"], name
-    for name in ("get", "scan", "indexes", "export", "search"):
+    for name in ("get", "scan", "indexes", "export", "search", "audit", "history", "log_search"):
         assert not rows[name]["sensitive"], name
     assert rows["search"]["args_schema"]["properties"]["top_k"]["maximum"] == 1000
     assert "SEARCHED" in rows["search"]["codes"] and "NOT_ALLOWED" in rows["remove"]["codes"]

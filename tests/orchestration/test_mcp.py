@@ -97,7 +97,12 @@ def test_stdio_end_to_end_every_outcome_kind(tmp_path: Path, docs: Path, write_c
             "scan",
             "indexes",
             "export",
-        }  # remove, drop, import and copy are not listed: the configuration allows them nowhere
+            "audit",
+            "history",
+            "export_history",
+            "log_search",
+        }  # remove, drop, import, copy, clear_history: not listed, the configuration allows
+        # them nowhere
         for t in tools.values():
             jsonschema.Draft202012Validator.check_schema(t.input_schema)
             assert t.input_schema["type"] == "object" and t.output_schema is not None

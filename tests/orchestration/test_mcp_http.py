@@ -253,6 +253,8 @@ def test_http_token_from_the_environment_and_read_only(tmp_path: Path, write_con
                 "get",
                 "scan",
                 "indexes",
+                "audit",
+                "history",
             }
             for name, args in (
                 ("add", {"index": "docs", "passages": [{"text": "otters", "uri": "m://o"}]}),

@@ -46,7 +46,19 @@ kind = "fusion"
 members = ["docs", "down"]
 """
 
-READS = {"search", "batch_search", "pack", "status", "backends", "ops", "get", "scan", "indexes"}
+READS = {
+    "search",
+    "batch_search",
+    "pack",
+    "status",
+    "backends",
+    "ops",
+    "get",
+    "scan",
+    "indexes",
+    "audit",
+    "history",
+}
 
 
 def run_client(target: Any, body: Callable[[Client], Awaitable[None]]) -> None:
@@ -185,7 +197,18 @@ def test_read_only_server_offers_only_reads(
         full = build_server(invoker)
 
         async def writes(client: Client) -> None:
-            writes = {"add", "index_folder", "export", "remove", "drop", "import", "copy"}
+            writes = {
+                "add",
+                "index_folder",
+                "export",
+                "remove",
+                "drop",
+                "import",
+                "copy",
+                "export_history",
+                "log_search",
+                "clear_history",
+            }
             assert READS | writes == {t.name for t in (await client.list_tools()).tools}
 
         run_client(full, writes)

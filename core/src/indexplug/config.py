@@ -84,6 +84,11 @@ class Defaults(BaseModel):
         description="Folders the index_folder op (invoke, MCP) may read, with their subfolders; "
         "relative to this file.  None configured: the working folder.",
     )
+    history: Literal["off", "hashed", "full"] = Field(
+        default="off",
+        description="Search history of indexes that name none: off, hashed (the query's salted "
+        "hash, not its text) or full (see docs/history.md).",
+    )
 
 
 class IndexConfig(BaseModel):
@@ -111,6 +116,9 @@ class IndexConfig(BaseModel):
         default="rrf", description="rrf, or sum (only when every leg has the same scale)."
     )
     rrf_k: int = Field(default=DEFAULT_RRF_K, gt=0)
+    history: Literal["off", "hashed", "full"] | None = Field(
+        default=None, description="Search history of this index; overrides defaults.history."
+    )
 
     # Field validators (not one model validator) so an error names the key it is about.
     @field_validator("backend", "settings")
@@ -180,6 +188,42 @@ class ServerSettings(BaseModel):
         return value
 
 
+class AuditSettings(BaseModel):
+    """The ``[audit]`` table: the tamper-evident log of every change (docs/security.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="auto: on for `serve --http` and for indexes that allow remove; on: for "
+        "every change; off: never.",
+    )
+    max_ids: int = Field(
+        default=1000,
+        ge=0,
+        le=100_000,
+        description="Ids (or keys) one record lists; above it the record keeps their count.",
+    )
+
+
+class HistorySettings(BaseModel):
+    """The ``[history]`` table: where and for how long search history is kept."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_rows: int = Field(default=100_000, ge=1, description="Records kept; the oldest go first.")
+    max_age_days: float = Field(
+        default=30, gt=0, description="Records older than this many days are deleted."
+    )
+    queue: int = Field(
+        default=10_000,
+        ge=1,
+        le=1_000_000,
+        description="Records waiting for the writer; past it a record is dropped (and counted) "
+        "rather than a search waiting for the disk.",
+    )
+
+
 class Config(BaseModel):
     """The whole file."""
 
@@ -188,6 +232,8 @@ class Config(BaseModel):
     defaults: Defaults = Field(default_factory=Defaults)
     indexes: dict[str, IndexConfig] = Field(default_factory=dict)
     server: ServerSettings = Field(default_factory=ServerSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
+    history: HistorySettings = Field(default_factory=HistorySettings)
     path: Path | None = Field(default=None, exclude=True)
 
     def index(self, name: str) -> IndexConfig:
@@ -209,6 +255,13 @@ class Config(BaseModel):
         if embedder:
             options["embedder"] = embedder
         return backend, options
+
+    def history_mode(self, name: str) -> Literal["off", "hashed", "full"]:
+        """The search history mode of index ``name`` (its own, else the default)."""
+        ic = self.indexes.get(name)
+        if ic is not None and ic.history is not None:
+            return ic.history
+        return self.defaults.history
 
     def allows_remove(self, name: str) -> bool:
         ic = self.indexes.get(name)
@@ -350,7 +403,7 @@ def _where(loc: tuple[Any, ...]) -> str:
     if len(parts) >= 2 and parts[0] == "indexes":
         table = f"[indexes.{parts[1]}]"
         rest = parts[2:]
-    elif parts and parts[0] in ("defaults", "server"):
+    elif parts and parts[0] in ("defaults", "server", "audit", "history"):
         table, rest = f"[{parts[0]}]", parts[1:]
     else:
         table, rest = "top level", parts

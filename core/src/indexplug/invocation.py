@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
+from indexplug.audit import AuditError, AuditLog
+from indexplug.audit import page as audit_page
 from indexplug.config import Config, Defaults, find_config_file, fused_target, load_config
 from indexplug.errors import (
     ConfigError,
@@ -45,11 +48,15 @@ from indexplug.ops import (
     AddArgs,
     AddData,
     Answer,
+    AuditArgs,
+    AuditData,
     BackendsData,
     BatchData,
     BatchEvidence,
     BatchItem,
     BatchSearchArgs,
+    ClearHistoryArgs,
+    ClearHistoryData,
     ConfigEvidence,
     CopyArgs,
     CopyData,
@@ -57,9 +64,13 @@ from indexplug.ops import (
     DropArgs,
     ExportArgs,
     ExportData,
+    ExportHistoryArgs,
+    ExportHistoryData,
     FolderEvidence,
     GetArgs,
     GetData,
+    HistoryArgs,
+    HistoryData,
     HitOut,
     ImportArgs,
     ImportData,
@@ -68,6 +79,8 @@ from indexplug.ops import (
     IndexEvidence,
     IndexFolderArgs,
     IndexReadiness,
+    LogSearchArgs,
+    LogSearchData,
     OpInfo,
     OpsData,
     PackArgs,
@@ -112,6 +125,7 @@ from indexplug.targets import Target
 from indexplug.transfer import EXIT_CODES as TRANSFER_EXIT_CODES
 
 if TYPE_CHECKING:
+    from indexplug.history import HistoryStore
     from indexplug.transfer import Progress
 
 BATCH_WORKERS = 8
@@ -127,6 +141,11 @@ PROGRESS: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
     "indexplug_progress", default=None
 )
 """The progress callback of the op running in this context (``invoke(..., progress=)``)."""
+AUDITED = frozenset({"add", "index_folder", "remove", "drop", "import", "copy", "clear_history"})
+"""The ops that change an index (or its history): each is recorded in the audit log where the
+configuration's ``[audit]`` says so (see :meth:`Invoker.audits`)."""
+CALLERS = ("python", "cli", "stdio", "http")
+"""Who a change or a search is recorded as made by (a token's name over HTTP, later)."""
 
 
 def exit_code(answer: Mapping[str, Any]) -> int:
@@ -243,10 +262,18 @@ def _failure(op: str, outcome: Any, evidence: BaseModel | None = None) -> Answer
 class Invoker:
     """Runs ops against one configuration, keeping backends open between calls."""
 
-    def __init__(self, config: Config | None = None) -> None:
+    def __init__(self, config: Config | None = None, *, caller: str = "python") -> None:
         self.config = (
             config if config is not None else Config(defaults=Defaults(backend="sqlite-fts5"))
         )
+        self.caller = caller
+        """Who the audit log and search history record as making the calls."""
+        self.serving_http = False
+        """Set by the HTTP server: the audit log is on by default there."""
+        self._audit_log: AuditLog | None = None
+        self._history: HistoryStore | None = None
+        self.history_failures = 0
+        """Searches not recorded because the history could not be opened or written."""
         self._targets: dict[str, Target] = {}
         self._lock = threading.RLock()
         self._runners: dict[str, Callable[[Any], Answer[Any, Any]]] = {
@@ -266,6 +293,11 @@ class Invoker:
             "export": self._export,
             "import": self._import,
             "copy": self._copy,
+            "audit": self._audit,
+            "history": self._history_op,
+            "export_history": self._export_history,
+            "log_search": self._log_search,
+            "clear_history": self._clear_history,
         }
         self._arunners: dict[str, Callable[[Any], Awaitable[Answer[Any, Any]]]] = {
             "add": self._aadd,
@@ -374,6 +406,66 @@ class Invoker:
             self.allows_remove(n) for n in self.config.indexes
         )
 
+    def audits(self, index: str) -> bool:
+        """Whether a change to ``index`` is recorded in the audit log: ``[audit] enabled``
+        on or off, else (auto) when serving HTTP or when the index allows remove."""
+        mode = self.config.audit.enabled
+        if mode != "auto":
+            return mode == "on"
+        return self.serving_http or self.allows_remove(index)
+
+    def audit_log(self) -> AuditLog:
+        if self._audit_log is None:
+            self._audit_log = AuditLog(max_ids=self.config.audit.max_ids)
+        return self._audit_log
+
+    def history_store(self) -> HistoryStore:
+        """The search history store (opened on first use: only where history is on)."""
+        if self._history is None:
+            from indexplug.history import store
+
+            h = self.config.history
+            self._history = store(
+                queue_size=h.queue, max_rows=h.max_rows, max_age_s=h.max_age_days * 86400
+            )
+        return self._history
+
+    def _record_search(
+        self, t: Target, a: _SearchCommon, query: str, out: Any, mode: str, started: float
+    ) -> None:
+        """Queue the record of a search the guard answered (never blocks, never raises)."""
+        latency_ms = (time.perf_counter() - started) * 1000
+        hits = [(h.passage.id, h.score, h.rank) for h in getattr(out, "hits", None) or []]
+        try:
+            self.history_store().record(
+                caller=self.caller,
+                op="batch_search" if isinstance(a, BatchSearchArgs) else "search",
+                index=t.index,
+                backend=t.backend_name,
+                mode=mode,
+                query=query,
+                top_k=a.top_k,
+                filters=a.filters,
+                outcome=str(out.code),
+                hits=hits,
+                latency_ms=latency_ms,
+            )
+        except Exception:  # a history that cannot be opened never fails a search
+            self.history_failures += 1
+
+    def _record_change(self, op: str, parsed: Any, answer: dict[str, Any]) -> dict[str, Any]:
+        """Append ``op``'s record to the audit log; when that fails after the change ran,
+        the answer says so (the change is not undone)."""
+        try:
+            self.audit_log().append(**change_record(op, parsed, answer, self.caller))
+        except (AuditError, OSError) as exc:
+            answer = {
+                **answer,
+                "message": f"{answer.get('message', '')} The audit log could "
+                f"not record this change: {exc}",
+            }
+        return answer
+
     # -- the entry point -----------------------------------------------------------------
     def invoke(
         self,
@@ -390,14 +482,23 @@ class Invoker:
             return prepared
         parsed, index = prepared
         token = PROGRESS.set(progress)
+        audited = op in AUDITED and self.audits(index)
+        logged = audited
         try:
             refused = self._gate(op, index, parsed)
+            if refused is None and audited:
+                try:  # no change is made that the audit log could not record
+                    self.audit_log().check()
+                except AuditError:
+                    logged = False
+                    raise
             answer = refused if refused is not None else self._runners[op](parsed)
         except Exception as exc:
             answer = self._error(op, index, exc)
         finally:
             PROGRESS.reset(token)
-        return answer if isinstance(answer, dict) else answer.model_dump(mode="json")
+        out = answer if isinstance(answer, dict) else answer.model_dump(mode="json")
+        return self._record_change(op, parsed, out) if logged else out
 
     async def ainvoke(
         self,
@@ -417,15 +518,23 @@ class Invoker:
             return prepared
         parsed, index = prepared
         token = PROGRESS.set(progress)
+        audited = op in AUDITED and self.audits(index)
+        logged = audited
+        loop = asyncio.get_running_loop()
         try:
             refused = self._gate(op, index, parsed)
+            if refused is None and audited:
+                try:  # no change is made that the audit log could not record
+                    await loop.run_in_executor(BLOCKING.get(), self.audit_log().check)
+                except AuditError:
+                    logged = False
+                    raise
             if refused is not None:
                 answer: Answer[Any, Any] | dict[str, Any] = refused
             elif op in self._arunners:
                 answer = await self._arunners[op](parsed)
             else:
                 ctx = contextvars.copy_context()
-                loop = asyncio.get_running_loop()
                 answer = await loop.run_in_executor(
                     BLOCKING.get(), ctx.run, self._runners[op], parsed
                 )
@@ -433,7 +542,10 @@ class Invoker:
             answer = self._error(op, index, exc)
         finally:
             PROGRESS.reset(token)
-        return answer if isinstance(answer, dict) else answer.model_dump(mode="json")
+        out = answer if isinstance(answer, dict) else answer.model_dump(mode="json")
+        if not logged:
+            return out
+        return await loop.run_in_executor(BLOCKING.get(), self._record_change, op, parsed, out)
 
     def _prepare(
         self, op: str, args: Mapping[str, Any] | str | bytes | None
@@ -503,6 +615,14 @@ class Invoker:
             return bad_request(op, str(exc), field="path", index=index)
         if isinstance(exc, UnknownBackend | UnknownEmbedder):
             return _failure(op, IndexUnavailable(index=index, reason=str(exc)))
+        from indexplug.history import HistoryError
+
+        if isinstance(exc, HistoryError):
+            return _failure(op, IndexUnavailable(index=index, reason=f"the search history: {exc}"))
+        if isinstance(exc, AuditError):
+            return _failure(
+                op, IndexUnavailable(index=index, reason=f"the audit log cannot be written: {exc}")
+            )
         return _failure(
             op,
             IndexFailed(
@@ -608,18 +728,30 @@ class Invoker:
 
     def _run_search(self, t: Target, a: _SearchCommon, query: str, op: str) -> Answer[Any, Any]:
         deadline_s = self.deadline_for(t.index, a.deadline_s)
+        mode = self.config.history_mode(t.index)
+        if mode == "off":
+            out = t.guard.search(
+                t.index, query, top_k=a.top_k, deadline_s=deadline_s, filters=a.filters
+            )
+            return self._search_answer(t, a, out, op)
+        started = time.perf_counter()
         out = t.guard.search(
             t.index, query, top_k=a.top_k, deadline_s=deadline_s, filters=a.filters
         )
+        self._record_search(t, a, query, out, mode, started)
         return self._search_answer(t, a, out, op)
 
     async def _arun_search(
         self, t: Target, a: _SearchCommon, query: str, op: str
     ) -> Answer[Any, Any]:
         deadline_s = self.deadline_for(t.index, a.deadline_s)
+        mode = self.config.history_mode(t.index)
+        started = time.perf_counter()
         out = await t.guard.asearch(
             t.index, query, top_k=a.top_k, deadline_s=deadline_s, filters=a.filters
         )
+        if mode != "off":
+            self._record_search(t, a, query, out, mode, started)
         if not a.context:
             return self._search_answer(t, a, out, op)
         import asyncio
@@ -1159,6 +1291,140 @@ class Invoker:
                     )
         return rows
 
+    def _audit(self, a: AuditArgs) -> Answer[Any, Any]:
+        records, more, verdict = audit_page(
+            self.audit_log(),
+            index=a.index,
+            caller=a.caller,
+            op=a.op,
+            outcome=a.outcome,
+            since=a.since,
+            until=a.until,
+            after=a.after,
+            limit=a.limit,
+        )
+        code = "AUDIT" if verdict.ok else "AUDIT_BROKEN"
+        message = f"{len(records)} audit record(s)" + (
+            "; the chain verifies."
+            if verdict.ok
+            else f"; the chain breaks at record {verdict.first_bad}: {verdict.reason} "
+            "(records from there on are not answered)."
+        )
+        return OPS["audit"].result(
+            op="audit",
+            code=code,
+            ok=verdict.ok,
+            message=message,
+            data=AuditData(
+                records=records,  # type: ignore[arg-type]
+                next_after=more,
+                intact=verdict.ok,
+                first_bad=verdict.first_bad,
+                reason=verdict.reason,
+            ),
+            evidence=self._evidence(),
+            problem=None if verdict.ok else Problem(reason=verdict.reason),
+        )  # type: ignore[return-value]
+
+    def _history_filters(self, a: HistoryArgs) -> dict[str, Any]:
+        return {
+            "index": a.index,
+            "caller": a.caller,
+            "outcome": a.outcome,
+            "since": a.since,
+            "until": a.until,
+        }
+
+    def _history_op(self, a: HistoryArgs) -> Answer[Any, Any]:
+        h = self.history_store()
+        records, more = h.page(**self._history_filters(a), after=a.after, limit=a.limit)
+        return OPS["history"].result(
+            op="history",
+            code="HISTORY",
+            ok=True,
+            message=f"{len(records)} search record(s)"
+            + (
+                f"; {h.dropped} dropped since start (the writer fell behind)." if h.dropped else "."
+            ),
+            data=HistoryData(records=records, next_after=more, dropped=h.dropped),  # type: ignore[arg-type]
+            evidence=self._evidence(),
+        )  # type: ignore[return-value]
+
+    def _export_history(self, a: ExportHistoryArgs) -> Answer[Any, Any]:
+        from indexplug.transfer import confined_output
+
+        if not self.config.defaults.folders:
+            raise InvalidRequest(
+                "export_history writes files only under the configuration's defaults.folders, "
+                "and none is set",
+                field="path",
+            )
+        path = confined_output(a.path, self._roots())
+        try:
+            fd = os.open(
+                path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600
+            )
+        except FileExistsError:
+            raise InvalidRequest(
+                f"{a.path} exists; exports write new files only", field="path"
+            ) from None
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            n = self.history_store().export_jsonl(fh, **self._history_filters(a))
+        return OPS["export_history"].result(
+            op="export_history",
+            code="EXPORTED",
+            ok=True,
+            message=f"Wrote {n} search record(s) to {path}.",
+            data=ExportHistoryData(path=str(path), records=n),
+            evidence=self._evidence(),
+        )  # type: ignore[return-value]
+
+    def _log_search(self, a: LogSearchArgs) -> Answer[Any, Any]:
+        validate_index_name(a.index)
+        mode = self.config.history_mode(a.index)
+        recorded = False
+        if mode != "off":
+            recorded = self.history_store().record(
+                caller=self.caller,
+                op="log_search",
+                index=a.index,
+                backend=a.backend,
+                mode=mode,
+                query=a.query,
+                top_k=a.top_k,
+                filters=a.filters,
+                outcome=a.outcome,
+                hits=[(h.id, h.score, h.rank) for h in a.hits],
+                latency_ms=a.latency_ms,
+            )
+        message = (
+            f"Recorded in the history of '{a.index}' ({mode})."
+            if recorded
+            else f"Not recorded: history is off for '{a.index}'."
+            if mode == "off"
+            else "Not recorded: the history writer is behind (the record was dropped)."
+        )
+        return OPS["log_search"].result(
+            op="log_search",
+            code="LOGGED",
+            ok=True,
+            message=message,
+            data=LogSearchData(recorded=recorded, mode=mode),
+            evidence=IndexEvidence(index=a.index, backend=a.backend),
+        )  # type: ignore[return-value]
+
+    def _clear_history(self, a: ClearHistoryArgs) -> Answer[Any, Any]:
+        validate_index_name(a.index)
+        n = self.history_store().clear(index=a.index, before=a.before)
+        return OPS["clear_history"].result(
+            op="clear_history",
+            code="CLEARED",
+            ok=True,
+            message=f"Deleted {n} search record(s) of '{a.index}'.",
+            data=ClearHistoryData(cleared=n),
+            evidence=IndexEvidence(index=a.index),
+        )  # type: ignore[return-value]
+
     def _evidence(self) -> ConfigEvidence:
         return ConfigEvidence(config=str(self.config.path) if self.config.path else None)
 
@@ -1314,6 +1580,39 @@ def _add_fresh(t: Target, kw: dict[str, Any], stored: set[str], add: Callable[..
     return _with_known(add(t.index, **{**kw, "passages": fresh}), kw["passages"], stored)
 
 
+def change_record(op: str, parsed: Any, answer: Mapping[str, Any], caller: str) -> dict[str, Any]:
+    """The audit record of a change ``op`` answered ``answer`` to: counts from its data, the
+    ids it added or removed, the keys it named, and what it read from (copy, import)."""
+    data = answer.get("data") or {}
+    evidence = answer.get("evidence") or {}
+    counts = {
+        k: v
+        for k, v in (data.items() if isinstance(data, Mapping) else ())
+        if isinstance(v, int) and not isinstance(v, bool)
+    }
+    ids = list(data.get("added_ids") or data.get("removed_ids") or [])
+    keys: list[str] = list(getattr(parsed, "keys", None) or [])
+    if op == "add":
+        keys = sorted({p.key for p in parsed.passages if p.key is not None})
+    detail: dict[str, Any] = {}
+    for name in ("source", "path", "filters", "before"):
+        value = getattr(parsed, name, None)
+        if value is not None:
+            detail[name] = value
+    return {
+        "op": op,
+        "caller": caller,
+        "index": str(getattr(parsed, "index", "") or ""),
+        "backend": str(evidence.get("backend", "") if isinstance(evidence, Mapping) else ""),
+        "outcome": str(answer.get("code", "")),
+        "ok": bool(answer.get("ok")),
+        "counts": counts,
+        "ids": ids,
+        "keys": keys,
+        "detail": detail,
+    }
+
+
 def end_id(t: Target) -> str:
     """How a copy's checkpoint names one end: ``BACKEND:INDEX``, and a digest of the backend's
     settings when it has any (two stores of one backend with an index of the same name are
@@ -1413,6 +1712,7 @@ def invoke(
     args: Mapping[str, Any] | str | bytes | None = None,
     *,
     config: Config | Path | str | None = None,
+    caller: str = "python",
 ) -> dict[str, Any]:
     """Run one op from a JSON object and answer a JSON object (see :mod:`indexplug.ops`).
 
@@ -1424,5 +1724,6 @@ def invoke(
         invoker = Invoker.from_source(config)
     except (ConfigError, OSError, ValueError) as exc:  # a bad file, or a path that is none
         return bad_request(str(op), str(exc), field="config")
+    invoker.caller = caller
     with invoker:
         return invoker.invoke(op, args)

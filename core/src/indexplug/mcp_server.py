@@ -251,6 +251,7 @@ def serve_stdio(invoker: Invoker, *, read_only: bool = False) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
 
+    invoker.caller = "stdio"
     server = build_server(invoker, read_only=read_only)
 
     async def run() -> None:
@@ -399,8 +400,12 @@ class StaticTokenVerifier:
 def http_app(invoker: Invoker, *, token: str | None, read_only: bool = False) -> Starlette:
     """The streamable HTTP app (``/mcp``): bearer ``token`` required unless it is None.
 
-    The SDK's Host and Origin checks for a localhost server stay on (DNS rebinding).
+    The SDK's Host and Origin checks for a localhost server stay on (DNS rebinding).  Every
+    change through it is recorded in the audit log as made by "http" (unless the
+    configuration's ``[audit] enabled`` is off).
     """
+    invoker.caller = "http"
+    invoker.serving_http = True
     server = build_server(invoker, read_only=read_only)
     if token is None:
         return server.streamable_http_app(host=HTTP_HOST)

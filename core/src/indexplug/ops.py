@@ -343,6 +343,95 @@ class NoArgs(_Args):
     pass
 
 
+CallerName = Field(
+    default=None,
+    min_length=1,
+    max_length=128,
+    pattern=r"^[A-Za-z0-9_.:@-]+$",
+    description="Only records of this caller (stdio, http, cli, python, or a token's name).",
+)
+OpName = Field(default=None, min_length=1, max_length=64, pattern=r"^[a-z_]+$")
+CodeName = Field(default=None, min_length=1, max_length=64, pattern=r"^[A-Z_]+$")
+TimeBound = Field(default=None, ge=0, le=1e11, description="Unix time in seconds.")
+
+
+class AuditArgs(_Args):
+    """One page of the audit log, oldest first; pass ``next_after`` back as ``after``."""
+
+    index: str | None = Field(default=None, min_length=1, max_length=128)
+    caller: str | None = CallerName
+    op: str | None = OpName
+    outcome: str | None = CodeName
+    since: float | None = TimeBound
+    until: float | None = TimeBound
+    after: int = Field(default=0, ge=0, description="The cursor: the last seq already read.")
+    limit: int = Field(default=100, ge=1, le=1000, description="Records per page.")
+
+
+class HistoryArgs(_Args):
+    """One page of the search history, oldest first; pass ``next_after`` back as ``after``."""
+
+    index: str | None = Field(default=None, min_length=1, max_length=128)
+    caller: str | None = CallerName
+    outcome: str | None = CodeName
+    since: float | None = TimeBound
+    until: float | None = TimeBound
+    after: int = Field(default=0, ge=0, description="The cursor: the last id already read.")
+    limit: int = Field(default=100, ge=1, le=1000, description="Records per page.")
+
+
+class ExportHistoryArgs(HistoryArgs):
+    """Write the history records passing the filters to a new JSONL file."""
+
+    path: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="A new JSONL file under the configuration's defaults.folders.",
+    )
+    limit: int = Field(default=1000, ge=1, le=1000, description="Ignored: every record is written.")
+
+    @field_validator("path")
+    @classmethod
+    def _no_nul(cls, value: str) -> str:
+        return _path_without_nul(value)
+
+
+class ClearHistoryArgs(_Args):
+    """Delete an index's search history (sensitive: gated as remove is)."""
+
+    index: str = IndexName
+    before: float | None = Field(
+        default=None, ge=0, le=1e11, description="Only records before this Unix time."
+    )
+
+
+class LoggedHit(_Args):
+    id: str = Field(min_length=1, max_length=256)
+    score: float
+    rank: int = Field(ge=1, le=1_000_000)
+
+
+class LogSearchArgs(_Args):
+    """A search run elsewhere (a fused or reranked result), recorded in ``index``'s history
+    as that index's ``history`` setting says (nothing under ``off``)."""
+
+    index: str = IndexName
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    top_k: int | None = Field(default=None, ge=1, le=MAX_SEARCH_TOP_K)
+    filters: dict[str, Any] | None = FilterArg
+    outcome: str = Field(default="SEARCHED", min_length=1, max_length=64, pattern=r"^[A-Z_]+$")
+    hits: list[LoggedHit] = Field(default_factory=list, max_length=MAX_SEARCH_TOP_K)
+    latency_ms: float | None = Field(default=None, ge=0, le=1e9)
+    backend: str = Field(
+        default="", max_length=64, pattern=r"^[A-Za-z0-9_.:+-]*$", description="What ran it."
+    )
+
+    @field_validator("filters")
+    @classmethod
+    def _filter_language(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return _filter_arg(value)
+
+
 # -- answers -----------------------------------------------------------------------------
 
 D = TypeVar("D")
@@ -633,6 +722,106 @@ class OpsData(_Model):
     ops: list[OpInfo]
 
 
+class AuditRecordOut(_Model):
+    """One change: who did what to which index, and how it ended (hash-chained)."""
+
+    seq: int
+    time: float
+    caller: str
+    op: str
+    index: str
+    backend: str
+    outcome: str
+    ok: bool
+    counts: dict[str, int] = Field(default_factory=dict)
+    ids: list[str] = Field(default_factory=list)
+    ids_total: int = 0
+    keys: list[str] = Field(default_factory=list)
+    keys_total: int = 0
+    detail: dict[str, Any] = Field(default_factory=dict)
+    prev: str
+    hash: str
+
+
+class AuditData(_Model):
+    records: list[AuditRecordOut] = Field(default_factory=list)
+    next_after: int | None = Field(
+        default=None, description="The cursor of the next page; null after the last page."
+    )
+    intact: bool = Field(description="Whether the whole chain verified.")
+    first_bad: int | None = Field(default=None, description="The first bad record's seq.")
+    reason: str = ""
+
+
+class AuditAnswer(Answer[AuditData, ConfigEvidence]):
+    pass
+
+
+class HistoryHit(_Model):
+    id: str
+    score: float
+    rank: int
+
+
+class HistoryRecordOut(_Model):
+    """One search: where, by whom, what was asked (or its salted hash), what came back."""
+
+    id: int
+    time: float
+    caller: str
+    op: str
+    index: str
+    backend: str
+    mode: Literal["hashed", "full"]
+    query: str | None = Field(default=None, description="The query; null under 'hashed'.")
+    query_hash: str = Field(description="HMAC-SHA-256 of the query under this home's salt.")
+    top_k: int | None = None
+    filters: Any = None
+    outcome: str
+    hits: list[HistoryHit] = Field(default_factory=list)
+    latency_ms: float | None = None
+
+
+class HistoryData(_Model):
+    records: list[HistoryRecordOut] = Field(default_factory=list)
+    next_after: int | None = Field(
+        default=None, description="The cursor of the next page; null after the last page."
+    )
+    dropped: int = Field(
+        default=0, description="Records this process dropped because the writer fell behind."
+    )
+
+
+class HistoryAnswer(Answer[HistoryData, ConfigEvidence]):
+    pass
+
+
+class ExportHistoryData(_Model):
+    path: str
+    records: int
+
+
+class ExportHistoryAnswer(Answer[ExportHistoryData, ConfigEvidence]):
+    pass
+
+
+class ClearHistoryData(_Model):
+    cleared: int
+
+
+class ClearHistoryAnswer(Answer[ClearHistoryData, IndexEvidence]):
+    pass
+
+
+class LogSearchData(_Model):
+    recorded: bool
+    mode: Literal["off", "hashed", "full"]
+
+
+class LogSearchAnswer(Answer[LogSearchData, IndexEvidence]):
+    pass
+
+
 class AddAnswer(Answer[AddData, WriteEvidence]):
     pass
 
@@ -842,6 +1031,57 @@ OPS: dict[str, OpSpec] = {
             CopyArgs,
             CopyAnswer,
             ("COPIED", "COPY_MISMATCH", "OVER_BUDGET", *FAILURES, *REFUSALS),
+            sensitive=True,
+            read_only=False,
+        ),
+        # access: read (records what changed; never changes anything)
+        OpSpec(
+            "audit",
+            "One page of the audit log (every change: who, when, which index, what, how it "
+            "ended), filtered by index, caller, op, outcome and time, with whether the "
+            "log's hash chain verifies.",
+            AuditArgs,
+            AuditAnswer,
+            ("AUDIT", "AUDIT_BROKEN", *REFUSALS),
+        ),
+        # access: read (search history; records only where an index's history is on)
+        OpSpec(
+            "history",
+            "One page of the search history (query or its salted hash, top_k, filters, outcome, "
+            "hit ids with scores and ranks, latency, caller), filtered by index, caller, "
+            "outcome and time.",
+            HistoryArgs,
+            HistoryAnswer,
+            ("HISTORY", "INDEX_UNAVAILABLE", *REFUSALS),
+        ),
+        # access: write, not destructive (writes a new file only, as export does)
+        OpSpec(
+            "export_history",
+            "Write the search history (filtered as 'history' is) to a new JSONL file under an "
+            "allowed folder.",
+            ExportHistoryArgs,
+            ExportHistoryAnswer,
+            ("EXPORTED", "INDEX_UNAVAILABLE", *REFUSALS),
+            read_only=False,
+        ),
+        # access: write, not destructive (appends one history record)
+        OpSpec(
+            "log_search",
+            "Record in an index's search history a search run elsewhere (a fused or reranked "
+            "result): query, hits with scores and ranks, outcome, latency.",
+            LogSearchArgs,
+            LogSearchAnswer,
+            ("LOGGED", "INDEX_UNAVAILABLE", *REFUSALS),
+            read_only=False,
+        ),
+        # access: sensitive (destructive: deletes history; gated as remove is, audited)
+        OpSpec(
+            "clear_history",
+            "Delete an index's search history, or its records before a time (sensitive: only "
+            "where the configuration allows remove).",
+            ClearHistoryArgs,
+            ClearHistoryAnswer,
+            ("CLEARED", "INDEX_UNAVAILABLE", *REFUSALS),
             sensitive=True,
             read_only=False,
         ),

@@ -603,6 +603,11 @@ EXIT_CODES: dict[str, int] = {
     "GOT": 0,
     "SCANNED": 0,
     "INDEXES": 0,
+    "AUDIT": 0,
+    "AUDIT_BROKEN": 3,
+    "HISTORY": 0,
+    "CLEARED": 0,
+    "LOGGED": 0,
     "BAD_REQUEST": 64,
     "NOT_ALLOWED": 77,
 }

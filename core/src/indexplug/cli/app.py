@@ -183,6 +183,13 @@ def guarded(fn: Callable[[], T]) -> T:
         raise fail(str(exc)) from None
 
 
+def cli_change(*args: Any, **kw: Any) -> Any:
+    """:func:`indexplug.cli.records.cli_change` (the audit log), imported when first used."""
+    from indexplug.cli import records
+
+    return records.cli_change(*args, **kw)
+
+
 def resolve_target(index: str, **how: Any) -> Target:
     """:func:`indexplug.cli.resolve.resolve_target`, imported when a command first needs it."""
     from indexplug.cli import resolve
@@ -332,15 +339,23 @@ def index(
         ) as bar:
             task = bar.add_task("files", total=None)
             try:
-                report = index_folder(
-                    t.guard,
-                    path,
+                report = cli_change(
+                    "index_folder",
                     t.index,
-                    max_bytes=max_bytes or t.max_bytes,
-                    max_chars=max_chars,
-                    overlap=overlap,
-                    progress=lambda n, total: bar.update(task, completed=n, total=total),
-                    allow_drop=allow_drop,
+                    t.backend_name,
+                    config,
+                    lambda: index_folder(
+                        t.guard,
+                        path,
+                        t.index,
+                        max_bytes=max_bytes or t.max_bytes,
+                        max_chars=max_chars,
+                        overlap=overlap,
+                        progress=lambda n, total: bar.update(task, completed=n, total=total),
+                        allow_drop=allow_drop,
+                    ),
+                    detail={"path": str(path)},
+                    code_of=folder_code,
                 )
             except RebuildNotAllowed as exc:
                 raise fail(str(exc), EXIT_CODES["NOT_ALLOWED"]) from None
@@ -403,12 +418,19 @@ def add(
                 reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, RecursionError) else exc
                 raise ValueError(f"line {n} of {file} is not a passage: {reason}") from None
         with progress_bar("adding", as_json) as moved:
-            return t.guard.add(
+            return cli_change(
+                "add",
                 t.index,
-                passages,
-                max_bytes=max_bytes or t.max_bytes,
-                deadline_s=deadline,
-                progress=moved,
+                t.backend_name,
+                config,
+                lambda: t.guard.add(
+                    t.index,
+                    passages,
+                    max_bytes=max_bytes or t.max_bytes,
+                    deadline_s=deadline,
+                    progress=moved,
+                ),
+                keys=sorted({p.key for p in passages if p.key is not None}),
             )
 
     outcome = guarded(body)
@@ -581,7 +603,15 @@ def remove(
         )
         if not yes and not typer.confirm(f"Remove {what} from '{t.index}'?"):
             raise typer.Exit(BAD_INPUT)
-        return t.guard.remove(t.index, ids or [], keys=key or [], filters=filters)
+        return cli_change(
+            "remove",
+            t.index,
+            t.backend_name,
+            config,
+            lambda: t.guard.remove(t.index, ids or [], keys=key or [], filters=filters),
+            keys=key or [],
+            detail={"filters": filters} if filters is not None else None,
+        )
 
     outcome = guarded(body)
     emit(outcome, as_json)
@@ -730,7 +760,7 @@ def drop(
             raise InvalidRequest(f"backend '{t.backend_name}' does not offer 'drop'")
         if not yes and not typer.confirm(f"Delete the whole index '{t.index}'?"):
             raise typer.Exit(BAD_INPUT)
-        return t.guard.drop(t.index)
+        return cli_change("drop", t.index, t.backend_name, config, lambda: t.guard.drop(t.index))
 
     outcome = guarded(body)
     emit(outcome, as_json)
@@ -792,12 +822,19 @@ def import_(
                 )
             if file.is_dir():
                 raise IsADirectoryError(f"{file} is a folder, not a JSONL file")
-            return transfer.import_(
-                t.guard,
+            return cli_change(
+                "import",
                 t.index,
-                file,
-                max_bytes=max_bytes or t.max_bytes,
-                progress=moved,
+                t.backend_name,
+                config,
+                lambda: transfer.import_(
+                    t.guard,
+                    t.index,
+                    file,
+                    max_bytes=max_bytes or t.max_bytes,
+                    progress=moved,
+                ),
+                detail={"path": str(file)},
             )
 
     outcome = guarded(body)
@@ -854,16 +891,23 @@ def copy(
         dst = end_target(dest, dst_option, dst_embedder, config)
         refuse_same_index(src, dst)
         with progress_bar("copying", as_json) as moved:
-            return transfer.copy(
-                src.guard,
-                src.index,
-                dst.guard,
+            return cli_change(
+                "copy",
                 dst.index,
-                progress=moved,
-                source_id=end_id(src),
-                target_id=end_id(dst),
-                restart=restart,
-                max_bytes=dst.max_bytes,
+                dst.backend_name,
+                config,
+                lambda: transfer.copy(
+                    src.guard,
+                    src.index,
+                    dst.guard,
+                    dst.index,
+                    progress=moved,
+                    source_id=end_id(src),
+                    target_id=end_id(dst),
+                    restart=restart,
+                    max_bytes=dst.max_bytes,
+                ),
+                detail={"source": source},
             )
 
     outcome = guarded(body)
@@ -980,6 +1024,12 @@ from indexplug.cli.orchestration import config_app, invoke_command, serve_comman
 app.add_typer(config_app)
 app.command("invoke")(invoke_command)
 app.command("serve")(serve_command)
+
+# What indexplug records: audit, history (indexplug.cli.records).
+from indexplug.cli.records import audit_app, history_app  # noqa: E402
+
+app.add_typer(audit_app)
+app.add_typer(history_app)
 
 
 QUIET_PROGRESS = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1"}

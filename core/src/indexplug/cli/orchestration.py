@@ -155,7 +155,7 @@ def invoke_command(
         except (OSError, ValueError) as exc:  # missing, a folder, a NUL in the name
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise _fail(f"cannot read {args[1:]!r}: {why}") from None
-    answer = invoke(op, text, config=config)
+    answer = invoke(op, text, config=config, caller="cli")
     sys.stdout.write(json.dumps(answer, indent=2, ensure_ascii=False) + "\n")
     raise typer.Exit(exit_code(answer))
 
