@@ -149,18 +149,31 @@ CANNOT_LOSE: dict[str, str] = {
     "backends": "reads the installation",
     "ops": "reads the catalogue",
     "export": "writes only a new file under the configured folders, never the index",
+    "audit": "reads",
+    "history": "reads",
+    "export_history": "writes only a new file under the configured folders, never the index",
+    "log_search": "appends one search-history record, never touches the index",
 }
 """Ops that cannot lose a stored passage (add without a key and index_folder's incremental runs
 are covered by test_writes_that_need_no_permission_lose_nothing)."""
 
+OTHER_RECORDS: dict[str, str] = {
+    "clear_history": "deletes search history, not passages; gated as remove is, proved by "
+    "test_history_ops.py::test_clear_history_is_gated_as_remove_and_audited",
+}
+"""Ops that delete what indexplug records rather than stored passages: sensitive, so gated as
+remove is, and proved by their own tests."""
+
 
 def test_every_op_is_classified() -> None:
-    classified = set(DESTRUCTIVE) | set(CANNOT_LOSE)
-    assert not set(DESTRUCTIVE) & set(CANNOT_LOSE)
+    classified = set(DESTRUCTIVE) | set(CANNOT_LOSE) | set(OTHER_RECORDS)
+    assert len(classified) == len(DESTRUCTIVE) + len(CANNOT_LOSE) + len(OTHER_RECORDS)
     assert set(OPS) == classified, f"classify these ops for the gate: {set(OPS) ^ classified}"
     for name, spec in OPS.items():
         if spec.sensitive:
-            assert name in DESTRUCTIVE, name
+            assert name in DESTRUCTIVE or name in OTHER_RECORDS, name
+        if name in OTHER_RECORDS:
+            assert spec.sensitive, name
         if name in CANNOT_LOSE and CANNOT_LOSE[name] == "reads":
             assert spec.read_only, name
 
