@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from indexplug.plugins import get_registry
-from indexplug.testing import CHECKS, KitSettings, run_card
+from indexplug.testing import CHECKS, KitSettings, checks, run_card
 from indexplug.testing.reference import _factory as reference_factory
 
 SNAPSHOT = Path(__file__).parent / "data" / "kit_snapshot.json"
@@ -91,6 +91,21 @@ def test_core_backends_are_installed() -> None:
 @pytest.mark.parametrize("name", [n for n in BACKENDS if installed(n)])
 def test_card_is_unchanged(name: str) -> None:
     assert card(name) == load()["cards"][name]
+
+
+def test_the_guide_names_each_checks_module() -> None:
+    """docs/writing-a-backend.md lists every check, in order, with the module that holds it."""
+    guide = Path(__file__).parents[2] / "docs" / "writing-a-backend.md"
+    rows = [
+        [cell.strip().strip("`") for cell in line.strip().strip("|").split("|")]
+        for line in guide.read_text(encoding="utf-8").splitlines()
+        if line.startswith("| `") and line.split("`")[1] in {c.id for c in CHECKS}
+    ]
+    assert [(r[0], r[-1]) for r in rows] == [
+        (c.id, c.fn.__module__.removeprefix("indexplug.testing.checks.")) for c in CHECKS
+    ]
+    for module in {r[-1] for r in rows}:
+        assert (Path(checks.__file__).parent / f"{module}.py").is_file()
 
 
 def main() -> None:
