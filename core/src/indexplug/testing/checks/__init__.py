@@ -15,6 +15,14 @@ reason, e.g. "search on an index with no match returned INDEX_FAILED (contract v
 instead of NO_MATCH".  The kit also checks what the guard cannot see from one call: state across
 calls (idempotence, removal, budgets, persistence), honesty under deadlines and outages, and
 fidelity of what comes back against what was added.
+
+The checks live in one module per family: ``outcomes``, ``writes``, ``filters``, ``reads``,
+``drop``, ``keys``, ``budget``, ``integrity``, ``deadlines``, ``asynchronous``,
+``availability``, ``persistence``, ``hostile``, ``concurrency`` and ``scale``.  ``subject``
+holds what a check gets and what it gives back, ``registry`` the list and its gating, and
+``helpers`` what the families share (calling the backend, judging its answers, the test
+passages).  A family registers its checks when it is imported, so the order of the imports
+below is the order of :data:`CHECKS` and of every card.
 """
 
 from __future__ import annotations
