@@ -4,6 +4,8 @@
    conformance kit; its committed report card matches a fresh one.
 2. The backend template, copied and renamed by ``new_backend.py``, installs and passes the kit
    under its new name, so the template cannot rot.
+3. Their cards match the kit's snapshot (tests/kit/test_kit_split.py), so a change to the kit
+   that changes a contrib backend's card is seen.
 
 The LangChain, LlamaIndex and Haystack adapters have a tox env of their own (``adapters``).
 """
@@ -46,6 +48,8 @@ def main(extra: list[str]) -> None:
         *extra,
         str(HERE / "indexplug-usearch" / "tests"),
         str(HERE / "backend-template" / "tests"),
+        # the kit's cards of these backends, against the snapshot of the kit's own tests
+        str(HERE.parent / "tests" / "kit" / "test_kit_split.py"),
     )
 
     fresh = json.loads(

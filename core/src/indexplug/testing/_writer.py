@@ -23,7 +23,7 @@ def main() -> int:
     factory, index, batches, deadline_s = job
     from indexplug.guard import Guard
     from indexplug.passages import Passage
-    from indexplug.testing.checks import _show
+    from indexplug.testing.checks.helpers import _show
 
     try:
         guard = factory()
