@@ -209,19 +209,40 @@ class Registry:
         options: Mapping[str, Any] | None = None,
         *,
         home: Path | None = None,
+        embedder: Embedder | None = None,
     ) -> Guard:
-        """A guarded backend instance.  ``options`` are the backend's settings."""
+        """A guarded backend instance.  ``options`` are the backend's settings.
+
+        ``embedder``: an embedder object the caller made (an adapter wrapping its framework's
+        model), used instead of one built from a spec: the backend is given the option
+        ``embedder`` set to its name, and its embedder factory answers that name with this
+        object.  A backend that does not embed never calls it.  The guard keeps it as
+        :attr:`Guard.embedder`.
+        """
         table = self._backend_table()
         if name not in table:
             known = ", ".join(sorted(table)) or "none"
             raise UnknownBackend(f"no backend named '{name}' is installed (installed: {known})")
         plugin, spec = table[name]
+        settings = dict(options or {})
+        factory: Callable[[str], Embedder] = self.embedder
+        if embedder is not None:
+            if not isinstance(embedder, Embedder):
+                raise TypeError(
+                    f"embedder must be an indexplug Embedder, not {type(embedder).__name__}"
+                )
+            given = embedder
+            settings["embedder"] = given.name
+
+            def factory(spec: str) -> Embedder:
+                return given if spec == given.name else self.embedder(spec)
+
         ctx = BackendContext(
-            home=home or backend_home(name),
-            options=dict(options or {}),
-            embedder_factory=self.embedder,
+            home=home or backend_home(name), options=settings, embedder_factory=factory
         )
-        return Guard(_made(f"backend '{name}'", options, lambda: spec.factory(ctx)), plugin=plugin)
+        guard = Guard(_made(f"backend '{name}'", options, lambda: spec.factory(ctx)), plugin=plugin)
+        guard.embedder = embedder
+        return guard
 
     def describe_backends(self) -> list[BackendInfo]:
         """Each backend with readiness, reason, capabilities and scale (for ``backends``)."""
@@ -324,9 +345,15 @@ def reset_registry() -> None:
         _default = None
 
 
-def open_backend(name: str, options: Mapping[str, Any] | None = None) -> Guard:
-    """A guarded instance of an installed backend: ``open_backend("sqlite-fts5")``."""
-    return get_registry().backend(name, options)
+def open_backend(
+    name: str, options: Mapping[str, Any] | None = None, *, embedder: Embedder | None = None
+) -> Guard:
+    """A guarded instance of an installed backend: ``open_backend("sqlite-fts5")``.
+
+    ``embedder``: an :class:`~indexplug.protocols.Embedder` object for a backend that embeds
+    (for example :class:`indexplug.embedders.wrapped.FunctionEmbedder` around a framework's
+    model) instead of the one its ``embedder`` option names; see :meth:`Registry.backend`."""
+    return get_registry().backend(name, options, embedder=embedder)
 
 
 def get_embedder(spec: str) -> Embedder:

@@ -1,0 +1,104 @@
+"""A caller's own embedder object reaches the backend (``open_backend(..., embedder=...)``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from indexplug.embedders.wrapped import DIMENSION_PROBE, FunctionEmbedder
+from indexplug.plugins import Registry
+from indexplug.protocols import BackendContext, BackendSpec, Embedder, Granularity
+
+
+def _unit(v: Sequence[float]) -> list[float]:
+    return list(np.asarray(v, dtype=np.float32) / np.linalg.norm(v))
+
+
+def test_function_embedder_calls_the_given_functions_and_normalises() -> None:
+    calls: list[object] = []
+
+    def documents(texts: list[str]) -> list[list[float]]:
+        calls.append(("docs", texts))
+        return [[3.0, 4.0] for _ in texts]
+
+    def query(text: str) -> list[float]:
+        calls.append(("query", text))
+        return [0.0, 2.0]
+
+    emb = FunctionEmbedder("mine:model", documents, query)
+    assert isinstance(emb, Embedder)
+    assert emb.dim == 2 and calls == [("query", DIMENSION_PROBE)]
+    docs = emb.embed_documents(["a", "b"], Granularity.TEXT)
+    assert all(np.allclose(d, _unit([3, 4])) for d in docs) and len(docs) == 2
+    assert docs[0].dtype == np.float32
+    assert emb.embed_query("q", Granularity.TEXT).tolist() == [0.0, 1.0]
+    assert calls[1:] == [("docs", ["a", "b"]), ("query", "q")]
+
+
+@pytest.mark.parametrize(
+    ("vector", "words"),
+    [([1.0], "length 1"), ([float("nan"), 1.0], "NaN"), ([0.0, 0.0], "zeros")],
+)
+def test_function_embedder_refuses_a_bad_vector(vector: list[float], words: str) -> None:
+    emb = FunctionEmbedder("mine:model", lambda ts: [vector for _ in ts], lambda t: vector, dim=2)
+    with pytest.raises(ValueError, match=words):
+        emb.embed_documents(["a"], Granularity.TEXT)
+
+
+def test_function_embedder_refuses_a_bad_name_token_granularity_and_miscount() -> None:
+    with pytest.raises(ValueError, match="PROVIDER:MODEL"):
+        FunctionEmbedder("nocolon", lambda ts: [], lambda t: [1.0])
+    emb = FunctionEmbedder("mine:model", lambda ts: [[1.0]], lambda t: [1.0], dim=1)
+    with pytest.raises(ValueError, match="per token"):
+        emb.embed_query("q", Granularity.TOKEN)
+    with pytest.raises(ValueError, match="1 vectors for 2 texts"):
+        emb.embed_documents(["a", "b"], Granularity.TEXT)
+
+
+class _Dense:
+    """A stub backend that records what its context gave it."""
+
+    name = "dense-stub"
+
+    def __init__(self, ctx: BackendContext) -> None:
+        self.ctx = ctx
+        self.embedder = ctx.embedder(str(ctx.options["embedder"]))
+
+
+def _registry() -> Registry:
+    from indexplug import hookimpl
+
+    class Plugin:
+        @hookimpl
+        def indexplug_backends(self) -> list[BackendSpec]:
+            return [BackendSpec("dense-stub", _Dense)]  # type: ignore[arg-type]
+
+    import indexplug.embedders.hashing as hashing
+
+    reg = Registry(load_entrypoints=False)
+    reg.register(Plugin(), name="stub")
+    reg.register(hashing, name="hashing")
+    return reg
+
+
+def test_a_given_embedder_is_the_one_the_backend_gets(tmp_path: object) -> None:
+    emb = FunctionEmbedder("mine:model", lambda ts: [[1.0] for _ in ts], lambda t: [1.0], dim=1)
+    guard = _registry().backend("dense-stub", {"embedder": "hashing:64"}, embedder=emb)
+    backend = guard.backend
+    assert isinstance(backend, _Dense)
+    assert backend.embedder is emb and guard.embedder is emb
+    assert backend.ctx.options["embedder"] == "mine:model"
+    # other specs (an index recorded with another one) still come from the registry
+    assert backend.ctx.embedder("hashing:64").dim == 64
+
+
+def test_without_a_given_embedder_the_spec_is_built() -> None:
+    guard = _registry().backend("dense-stub", {"embedder": "hashing:64"})
+    assert guard.embedder is None
+    assert guard.backend.embedder.name == "hashing:64"  # type: ignore[attr-defined]
+
+
+def test_a_given_embedder_that_is_not_one_is_refused() -> None:
+    with pytest.raises(TypeError, match="Embedder"):
+        _registry().backend("dense-stub", {}, embedder=object())  # type: ignore[arg-type]
