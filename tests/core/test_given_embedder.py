@@ -63,7 +63,7 @@ class _Dense:
 
     def __init__(self, ctx: BackendContext) -> None:
         self.ctx = ctx
-        self.embedder = ctx.embedder(str(ctx.options["embedder"]))
+        self.embedder = ctx.embedder(str(ctx.options.get("embedder", "hashing:default")))
 
 
 def _registry() -> Registry:
@@ -82,15 +82,36 @@ def _registry() -> Registry:
     return reg
 
 
-def test_a_given_embedder_is_the_one_the_backend_gets(tmp_path: object) -> None:
+def test_a_given_embedder_is_the_one_the_backend_gets() -> None:
     emb = FunctionEmbedder("mine:model", lambda ts: [[1.0] for _ in ts], lambda t: [1.0], dim=1)
     guard = _registry().backend("dense-stub", {"embedder": "hashing:64"}, embedder=emb)
     backend = guard.backend
     assert isinstance(backend, _Dense)
-    assert backend.embedder is emb and guard.embedder is emb
-    assert backend.ctx.options["embedder"] == "mine:model"
-    # other specs (an index recorded with another one) still come from the registry
-    assert backend.ctx.embedder("hashing:64").dim == 64
+    assert backend.embedder is emb
+    assert guard.embedder is emb
+    # the settings are passed on as given; whatever spec they name, the factory answers emb
+    assert backend.ctx.options == {"embedder": "hashing:64"}
+    assert backend.ctx.embedder("hashing:128") is emb
+
+
+def test_a_backend_that_does_not_embed_opens_as_usual_with_a_given_embedder() -> None:
+    from indexplug.plugins import open_backend
+
+    calls: list[str] = []
+
+    def documents(texts: list[str]) -> list[list[float]]:
+        calls.extend(texts)
+        return [[1.0] for _ in texts]
+
+    def query(text: str) -> list[float]:
+        calls.append(text)
+        return [1.0]
+
+    emb = FunctionEmbedder("mine:model", documents, query)
+    guard = open_backend("sqlite-fts5", embedder=emb)
+    assert guard.embedder is emb and not guard.capabilities.dense
+    guard.close()
+    assert calls == []
 
 
 def test_without_a_given_embedder_the_spec_is_built() -> None:

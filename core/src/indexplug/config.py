@@ -214,8 +214,6 @@ class Config(BaseModel):
         be, options = self.backend_options(name)
         options.update(extra_options or {})
         be = backend or be
-        if embedder is not None:
-            options["embedder"] = embedder.name
         guard = get_registry().backend(be, options, embedder=embedder)
         return Target(
             index=name,

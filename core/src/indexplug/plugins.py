@@ -214,10 +214,11 @@ class Registry:
         """A guarded backend instance.  ``options`` are the backend's settings.
 
         ``embedder``: an embedder object the caller made (an adapter wrapping its framework's
-        model), used instead of one built from a spec: the backend is given the option
-        ``embedder`` set to its name, and its embedder factory answers that name with this
-        object.  A backend that does not embed never calls it.  The guard keeps it as
-        :attr:`Guard.embedder`.
+        model), used instead of one built from a spec: the backend's embedder factory answers
+        every spec with this object, so whatever embedder its settings name is replaced by it
+        (and a backend that records its embedder's name records this one's).  The settings are
+        passed on unchanged, so a backend that does not embed is opened as usual and never
+        calls it.  The guard keeps it as :attr:`Guard.embedder`.
         """
         table = self._backend_table()
         if name not in table:
@@ -227,15 +228,17 @@ class Registry:
         settings = dict(options or {})
         factory: Callable[[str], Embedder] = self.embedder
         if embedder is not None:
-            if not isinstance(embedder, Embedder):
+            # not isinstance(embedder, Embedder): that reads ``dim``, which may embed a probe
+            if not all(
+                callable(getattr(embedder, m, None)) for m in ("embed_documents", "embed_query")
+            ):
                 raise TypeError(
                     f"embedder must be an indexplug Embedder, not {type(embedder).__name__}"
                 )
             given = embedder
-            settings["embedder"] = given.name
 
             def factory(spec: str) -> Embedder:
-                return given if spec == given.name else self.embedder(spec)
+                return given
 
         ctx = BackendContext(
             home=home or backend_home(name), options=settings, embedder_factory=factory
