@@ -36,19 +36,28 @@ class FunctionEmbedder:
 
     ``name`` is ``PROVIDER:MODEL`` (a colon is required, as in every embedder spec).  ``dim``
     may be left out: it is then learnt, on first use, by embedding :data:`DIMENSION_PROBE` as a
-    query.
+    query.  ``source``: the object the functions belong to, kept as :attr:`source`.
     """
 
     granularities = frozenset({Granularity.TEXT})
 
     def __init__(
-        self, name: str, documents: DocumentsFn, query: QueryFn, *, dim: int | None = None
+        self,
+        name: str,
+        documents: DocumentsFn,
+        query: QueryFn,
+        *,
+        dim: int | None = None,
+        source: object = None,
     ) -> None:
         if not isinstance(name, str) or ":" not in name or not name.split(":", 1)[0]:
             raise ValueError(f"an embedder's name is 'PROVIDER:MODEL', got {name!r}")
         if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or dim < 1):
             raise ValueError(f"an embedder's dim is a positive integer, got {dim!r}")
         self.name = name
+        self.source = source
+        """The object whose model this is (a framework's embedding model), for a caller that
+        checks which model a backend was opened with."""
         self._documents = documents
         self._query = query
         self._dim = dim
