@@ -28,6 +28,12 @@ VECTORS = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedding cache in this test's home (conftest), so the model is called afresh."""
+    monkeypatch.delenv("INDEXPLUG_EMBED_CACHE", raising=False)
+
+
 class HandPicked(Embeddings):
     """A deterministic model with a vector per known text (anything else: the last axis)."""
 
