@@ -36,6 +36,18 @@ def test_function_embedder_calls_the_given_functions_and_normalises() -> None:
     assert calls[1:] == [("docs", ["a", "b"]), ("query", "q")]
 
 
+def test_function_embedder_learns_the_dimension_from_its_first_answer() -> None:
+    queries: list[str] = []
+
+    def query(text: str) -> list[float]:
+        queries.append(text)
+        return [1.0, 0.0, 0.0]
+
+    emb = FunctionEmbedder("mine:model", lambda ts: [[0.0, 1.0, 0.0] for _ in ts], query)
+    assert len(emb.embed_documents(["a"], Granularity.TEXT)[0]) == 3
+    assert emb.dim == 3 and queries == []  # no probe
+
+
 @pytest.mark.parametrize(
     ("vector", "words"),
     [([1.0], "length 1"), ([float("nan"), 1.0], "NaN"), ([0.0, 0.0], "zeros")],

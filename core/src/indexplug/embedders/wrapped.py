@@ -35,8 +35,9 @@ class FunctionEmbedder:
     """A text-granularity embedder calling ``documents(texts)`` and ``query(text)``.
 
     ``name`` is ``PROVIDER:MODEL`` (a colon is required, as in every embedder spec).  ``dim``
-    may be left out: it is then learnt, on first use, by embedding :data:`DIMENSION_PROBE` as a
-    query.  ``source``: the object the functions belong to, kept as :attr:`source`.
+    may be left out: it is then learnt from the first vector the model answers or, when it is
+    asked before any, by embedding :data:`DIMENSION_PROBE` as a query.  ``source``: the object
+    the functions belong to, kept as :attr:`source`.
     """
 
     granularities = frozenset({Granularity.TEXT})
@@ -115,8 +116,18 @@ class FunctionEmbedder:
             raise ValueError(
                 f"embedder {self.name} returned {len(raw)} vectors for {len(texts)} texts"
             )
+        self._learn(raw[0])
         return [self._vector(v) for v in raw]
 
     def embed_query(self, text: str, granularity: Granularity) -> Vector:
         self._text_only(granularity)
-        return self._vector(self._query(text))
+        raw = self._query(text)
+        self._learn(raw)
+        return self._vector(raw)
+
+    def _learn(self, raw: Sequence[float]) -> None:
+        """Take the dimension from the first vector the model answers, if not known yet (so
+        a model whose first use is an embedding is never asked the probe)."""
+        with self._lock:
+            if self._dim is None:
+                self._dim = int(self._vector(raw, check_dim=False).shape[0])
