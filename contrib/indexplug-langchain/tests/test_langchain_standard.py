@@ -101,15 +101,18 @@ class _Store(VectorStoreIntegrationTests):
         stores, where every document is among the ``k`` nearest (``similarity_search("bar",
         k=2)`` is expected to answer "bar" then "foo"); a lexical backend ranks only the
         documents sharing a term with the query, so the store is asked to fill to ``k``
-        (``fill_to_k=True``, which changes nothing on a dense backend)."""
+        (``fill_to_k=True``, which changes nothing on a dense backend).  The suite's
+        embeddings are the store's: chroma embeds with them, sqlite-fts5 never calls them; the
+        MiniLM class leaves them out, so chroma embeds with its configured model."""
         name, options = self.backend
-        guard = indexplug.open_backend(name, options)
+        embedding = None if self.backend is CHROMA_MINILM else self.get_embeddings()
+        store = IndexplugVectorStore.from_backend(
+            name, "standard", options, embedding=embedding, fill_to_k=True
+        )
         try:
-            yield IndexplugVectorStore(
-                guard, "standard", embedding=self.get_embeddings(), fill_to_k=True
-            )
+            yield store
         finally:
-            guard.close()
+            store.guard.close()
 
 
 class TestVectorStoreSqlite(_Store):

@@ -10,7 +10,9 @@ from typing import Any
 
 import indexplug
 import pytest
+from indexplug.embedders.hashing import HashingEmbedder
 from indexplug.outcomes import Scanned
+from indexplug.protocols import Granularity
 from indexplug_langchain import (
     IndexplugVectorStore,
     ReservedMetadataKey,
@@ -19,6 +21,21 @@ from indexplug_langchain import (
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
+
+class _Hashing(Embeddings):
+    """A user's model for chroma: core's model-free hashing embedder behind LangChain's
+    interface (so these tests rank as chroma's own ``hashing:default`` would)."""
+
+    def __init__(self) -> None:
+        self._model = HashingEmbedder()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [v.tolist() for v in self._model.embed_documents(texts, Granularity.TEXT)]
+
+    def embed_query(self, text: str) -> list[float]:
+        return [float(x) for x in self._model.embed_query(text, Granularity.TEXT)]
+
+
 BACKENDS = {
     "sqlite-fts5": {},
     "chroma": {"embedder": "hashing:default"},
@@ -26,7 +43,7 @@ BACKENDS = {
 
 
 class _NeverCalled(Embeddings):
-    """LangChain hands a vector store an embedding; indexplug's backends embed for themselves."""
+    """An embedding a lexical backend (sqlite-fts5) is given and must never call."""
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         raise AssertionError("the store must not embed")
@@ -35,10 +52,14 @@ class _NeverCalled(Embeddings):
         raise AssertionError("the store must not embed")
 
 
+EMBEDDINGS: dict[str, type[Embeddings]] = {"sqlite-fts5": _NeverCalled, "chroma": _Hashing}
+"""The ``embedding`` each backend's store gets: a lexical backend must never call it."""
+
+
 @pytest.fixture(params=sorted(BACKENDS))
 def store(request: pytest.FixtureRequest) -> IndexplugVectorStore:
     return IndexplugVectorStore.from_backend(
-        request.param, "lc", BACKENDS[request.param], embedding=_NeverCalled()
+        request.param, "lc", BACKENDS[request.param], embedding=EMBEDDINGS[request.param]()
     )
 
 
@@ -69,7 +90,7 @@ def test_ids_are_caller_keys_given_kept_or_generated(store: IndexplugVectorStore
         "z": "eps",
     }
     assert store.get_by_ids(["ignored", "nope"]) == []
-    assert store.embeddings is not None  # kept, never called (_NeverCalled would raise)
+    assert store.embeddings is not None  # sqlite-fts5 never calls it (_NeverCalled would raise)
 
 
 def test_adding_again_under_an_id_replaces_the_document(store: IndexplugVectorStore) -> None:
@@ -282,7 +303,11 @@ async def test_async_forms_match_the_sync_ones(store: IndexplugVectorStore) -> N
     scored = await store.asimilarity_search_with_score("otters", k=2)
     assert len(scored) == 2 and scored[0][1] >= scored[1][1]
     again = await IndexplugVectorStore.afrom_texts(
-        ["Otters again."], _NeverCalled(), ids=["e"], guard=store.guard, index="lc"
+        ["Otters again."],
+        store.embeddings or _NeverCalled(),
+        ids=["e"],
+        guard=store.guard,
+        index="lc",
     )
     assert [d.id for d in await again.aget_by_ids(["e"])] == ["e"]
 

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from indexplug.fusion import FusionMethod
+    from indexplug.protocols import Embedder
     from indexplug.targets import Target
 
 SECRET_WORDS = ("password", "secret", "token", "api_key", "apikey", "credential")
@@ -285,6 +286,7 @@ class Config(BaseModel):
         *,
         backend: str | None = None,
         extra_options: dict[str, Any] | None = None,
+        embedder: Embedder | None = None,
     ) -> Target:
         from indexplug.plugins import get_registry
         from indexplug.targets import Target
@@ -295,7 +297,7 @@ class Config(BaseModel):
         be, options = self.backend_options(name)
         options.update(extra_options or {})
         be = backend or be
-        guard = get_registry().backend(be, options)
+        guard = get_registry().backend(be, options, embedder=embedder)
         return Target(
             index=name,
             backend_name=be,
@@ -388,14 +390,21 @@ def find_config_file(explicit: Path | None = None) -> Path | None:
     return None
 
 
-def open_index(name: str, config: str | os.PathLike[str] | None = None) -> Target:
+def open_index(
+    name: str,
+    config: str | os.PathLike[str] | None = None,
+    *,
+    embedder: Embedder | None = None,
+) -> Target:
     """The guarded backend of index ``name`` as an ``indexplug.toml`` describes it (``config``,
     else the file the CLI finds: see :func:`find_config_file`), with its settings and
-    ``max_bytes``: what a library built on indexplug (an adapter) opens by index name."""
+    ``max_bytes``: what a library built on indexplug (an adapter) opens by index name.
+    ``embedder``: an embedder object to use instead of the one the file names (see
+    :func:`indexplug.plugins.open_backend`)."""
     path = find_config_file(Path(config) if config is not None else None)
     if path is None:
         raise ConfigError(f"no indexplug.toml found for index {name!r} (give its path)")
-    return load_config(path).target(name)
+    return load_config(path).target(name, embedder=embedder)
 
 
 def _where(loc: tuple[Any, ...]) -> str:

@@ -90,7 +90,7 @@ from indexplug.passages import (
     passage_id,
 )
 from indexplug.pools import LazyPool, discard
-from indexplug.protocols import EXTENSION_OPS, IndexBackend, Readiness
+from indexplug.protocols import EXTENSION_OPS, Embedder, IndexBackend, Readiness
 
 MAX_TOP_K = 10_000
 MAX_BATCH = 10_000
@@ -169,6 +169,10 @@ class Guard:
         self._checked: dict[str, Passage] = {}
         """Passages this guard checked and built, by digest (see :meth:`_passage`)."""
         self._checked_lock = threading.Lock()
+        self.embedder: Embedder | None = None
+        """The embedder object the caller gave when opening the backend
+        (``open_backend(..., embedder=...)``), else None (the backend builds its own, if any,
+        from its settings)."""
 
     # -- what the backend declares -------------------------------------------------------
     @property

@@ -209,19 +209,43 @@ class Registry:
         options: Mapping[str, Any] | None = None,
         *,
         home: Path | None = None,
+        embedder: Embedder | None = None,
     ) -> Guard:
-        """A guarded backend instance.  ``options`` are the backend's settings."""
+        """A guarded backend instance.  ``options`` are the backend's settings.
+
+        ``embedder``: an embedder object the caller made (an adapter wrapping its framework's
+        model), used instead of one built from a spec: the backend's embedder factory answers
+        every spec with this object, so whatever embedder its settings name is replaced by it
+        (and a backend that records its embedder's name records this one's).  The settings are
+        passed on unchanged, so a backend that does not embed is opened as usual and never
+        calls it.  The guard keeps it as :attr:`Guard.embedder`.
+        """
         table = self._backend_table()
         if name not in table:
             known = ", ".join(sorted(table)) or "none"
             raise UnknownBackend(f"no backend named '{name}' is installed (installed: {known})")
         plugin, spec = table[name]
+        settings = dict(options or {})
+        factory: Callable[[str], Embedder] = self.embedder
+        if embedder is not None:
+            # not isinstance(embedder, Embedder): that reads ``dim``, which may embed a probe
+            if not all(
+                callable(getattr(embedder, m, None)) for m in ("embed_documents", "embed_query")
+            ):
+                raise TypeError(
+                    f"embedder must be an indexplug Embedder, not {type(embedder).__name__}"
+                )
+            given = embedder
+
+            def factory(spec: str) -> Embedder:
+                return given
+
         ctx = BackendContext(
-            home=home or backend_home(name),
-            options=dict(options or {}),
-            embedder_factory=self.embedder,
+            home=home or backend_home(name), options=settings, embedder_factory=factory
         )
-        return Guard(_made(f"backend '{name}'", options, lambda: spec.factory(ctx)), plugin=plugin)
+        guard = Guard(_made(f"backend '{name}'", options, lambda: spec.factory(ctx)), plugin=plugin)
+        guard.embedder = embedder
+        return guard
 
     def describe_backends(self) -> list[BackendInfo]:
         """Each backend with readiness, reason, capabilities and scale (for ``backends``)."""
@@ -324,9 +348,15 @@ def reset_registry() -> None:
         _default = None
 
 
-def open_backend(name: str, options: Mapping[str, Any] | None = None) -> Guard:
-    """A guarded instance of an installed backend: ``open_backend("sqlite-fts5")``."""
-    return get_registry().backend(name, options)
+def open_backend(
+    name: str, options: Mapping[str, Any] | None = None, *, embedder: Embedder | None = None
+) -> Guard:
+    """A guarded instance of an installed backend: ``open_backend("sqlite-fts5")``.
+
+    ``embedder``: an :class:`~indexplug.protocols.Embedder` object for a backend that embeds
+    (for example :class:`indexplug.embedders.wrapped.FunctionEmbedder` around a framework's
+    model) instead of the one its ``embedder`` option names; see :meth:`Registry.backend`."""
+    return get_registry().backend(name, options, embedder=embedder)
 
 
 def get_embedder(spec: str) -> Embedder:

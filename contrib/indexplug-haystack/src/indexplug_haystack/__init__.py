@@ -3,6 +3,13 @@ indexplug index (see docs/adapters/haystack.md)."""
 
 from indexplug_haystack.codec import ForeignRecord, MetadataRefused
 from indexplug_haystack.document_store import IndexplugDocumentStore
+from indexplug_haystack.embedder import haystack_embedder
 from indexplug_haystack.retriever import IndexplugRetriever
 
-__all__ = ["ForeignRecord", "IndexplugDocumentStore", "IndexplugRetriever", "MetadataRefused"]
+__all__ = [
+    "ForeignRecord",
+    "IndexplugDocumentStore",
+    "IndexplugRetriever",
+    "MetadataRefused",
+    "haystack_embedder",
+]

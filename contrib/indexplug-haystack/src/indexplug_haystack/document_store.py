@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 import indexplug
 from haystack import default_from_dict, default_to_dict
 from haystack.core.errors import SerializationError
+from haystack.core.serialization import component_from_dict, component_to_dict, import_class_by_name
 from haystack.dataclasses import Document
 from haystack.document_stores.errors import DuplicateDocumentError
 from haystack.document_stores.types import DuplicatePolicy
@@ -33,6 +34,7 @@ from indexplug_haystack.codec import (
     to_document,
     to_passage,
 )
+from indexplug_haystack.embedder import haystack_embedder
 from indexplug_haystack.filters import Plan, residual, translate
 
 _GET_CHUNK = 10_000
@@ -53,6 +55,14 @@ class IndexplugDocumentStore:
     with :meth:`to_dict`); or ``config_index``, an index named in ``indexplug.toml``
     (``config_path``, else the file indexplug finds).  ``deadline_s`` bounds each read (the
     guard's default otherwise); ``max_bytes`` caps the index on its first write.
+
+    ``text_embedder`` and ``document_embedder`` (give both or neither): the Haystack embedder
+    components of the user's model.  A dense backend (chroma) embeds written documents with
+    the document embedder and queries with the text embedder, and records the model with the
+    index (:mod:`indexplug_haystack.embedder`); without them it embeds with its configured
+    model.  A lexical backend never calls them.  A document's own ``embedding`` is stored with
+    it but not searched.  With ``guard=``, the guard must have been opened with the pair
+    (``indexplug.open_backend(name, options, embedder=haystack_embedder(text, document))``).
     """
 
     def __init__(
@@ -66,10 +76,22 @@ class IndexplugDocumentStore:
         config_path: str | None = None,
         deadline_s: float | None = None,
         max_bytes: int | None = None,
+        text_embedder: Any = None,
+        document_embedder: Any = None,
     ) -> None:
         given = sum(x is not None for x in (backend, guard, config_index))
         if given > 1:
             raise ValueError("give one of backend (with options), guard or config_index")
+        if (text_embedder is None) != (document_embedder is None):
+            raise ValueError(
+                "give text_embedder and document_embedder together (queries and documents "
+                "must be embedded by the same model)"
+            )
+        self.text_embedder = text_embedder
+        self.document_embedder = document_embedder
+        embedder = (
+            None if text_embedder is None else haystack_embedder(text_embedder, document_embedder)
+        )
         self.backend = backend
         self.options = dict(options or {})
         self.config_index = config_index
@@ -83,16 +105,28 @@ class IndexplugDocumentStore:
         elif config_index is not None:
             from indexplug.config import open_index
 
-            target = open_index(config_index, config_path or None)
+            target = open_index(config_index, config_path or None, embedder=embedder)
             self.guard = target.guard
             self.index = target.index
             if self.max_bytes is None:
                 self.max_bytes = target.max_bytes
         else:
             self.backend = backend or "sqlite-fts5"
-            self.guard = indexplug.open_backend(self.backend, self.options)
+            self.guard = indexplug.open_backend(self.backend, self.options, embedder=embedder)
             self.index = index
         indexplug.validate_index_name(self.index)
+        if embedder is not None and self._from_guard and self.guard.capabilities.dense:
+            opened = self.guard.embedder
+            if opened is None or (
+                getattr(opened, "source", None) != embedder.source and opened.name != embedder.name
+            ):
+                raise InvalidRequest(
+                    f"the {self.guard.name} backend embeds, and the guard was opened without "
+                    f"these embedders ({embedder.name}): it would embed with another model. "
+                    "Give backend= and options=, or open the guard with "
+                    "embedder=haystack_embedder(text_embedder, document_embedder)",
+                    field="document_embedder",
+                )
 
     # -- serialisation -------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -111,10 +145,16 @@ class IndexplugDocumentStore:
             config_path=self.config_path,
             deadline_s=self.deadline_s,
             max_bytes=self.max_bytes,
+            text_embedder=_component_dict(self.text_embedder, "text_embedder"),
+            document_embedder=_component_dict(self.document_embedder, "document_embedder"),
         )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> IndexplugDocumentStore:
+        params = data.get("init_parameters", {})
+        for key in ("text_embedder", "document_embedder"):
+            if isinstance(params.get(key), dict):
+                params[key] = _component(params[key], key)
         return default_from_dict(cls, data)
 
     # -- planning (shared by the sync and async forms) -------------------------------------
@@ -289,6 +329,19 @@ class IndexplugDocumentStore:
                 raise_outcome(page)
             for p in page.passages:
                 yield p
+
+
+def _component_dict(component: Any, name: str) -> dict[str, Any] | None:
+    """A component as a pipeline's YAML holds it (None stays None)."""
+    return None if component is None else component_to_dict(component, name)
+
+
+def _component(data: dict[str, Any], name: str) -> Any:
+    """The component a :func:`_component_dict` describes (its class imported by name, as
+    Haystack loads a pipeline's components)."""
+    if not isinstance(data.get("type"), str):
+        raise SerializationError(f"{name} has no 'type' naming its component class")
+    return component_from_dict(import_class_by_name(data["type"]), data, name)
 
 
 def _chunks(items: list[str], size: int) -> Iterator[list[str]]:

@@ -7,6 +7,7 @@ from indexplug_langchain._convert import (
     ReservedMetadataKey,
     UnstorableMetadata,
 )
+from indexplug_langchain.embedder import langchain_embedder
 from indexplug_langchain.retriever import IndexplugRetriever
 from indexplug_langchain.vectorstore import IndexplugVectorStore
 
@@ -18,4 +19,5 @@ __all__ = [
     "NoVectors",
     "ReservedMetadataKey",
     "UnstorableMetadata",
+    "langchain_embedder",
 ]

@@ -22,6 +22,7 @@ from langchain_core.callbacks import (
     CallbackManagerForRetrieverRun,
 )
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, model_validator
 
@@ -32,6 +33,7 @@ from indexplug_langchain._convert import (
     raise_outcome,
     refuse_kwargs,
 )
+from indexplug_langchain.embedder import langchain_embedder
 
 
 def hit_to_document(hit: indexplug.Hit) -> Document:
@@ -79,18 +81,34 @@ class IndexplugRetriever(BaseRetriever):
 
     @classmethod
     def from_backend(
-        cls, backend_name: str, index: str, options: dict[str, Any] | None = None, **kw: Any
+        cls,
+        backend_name: str,
+        index: str,
+        options: dict[str, Any] | None = None,
+        *,
+        embedding: Embeddings | None = None,
+        **kw: Any,
     ) -> IndexplugRetriever:
-        """Over backend ``backend_name`` opened with ``options``."""
-        return cls(backend=indexplug.open_backend(backend_name, options), index=index, **kw)
+        """Over backend ``backend_name`` opened with ``options``; with ``embedding`` (a
+        LangChain model), a dense backend embeds queries (and documents) with it."""
+        embedder = None if embedding is None else langchain_embedder(embedding)
+        guard = indexplug.open_backend(backend_name, options, embedder=embedder)
+        return cls(backend=guard, index=index, **kw)
 
     @classmethod
     def from_config(
-        cls, index: str, config_path: str | Path | None = None, **kw: Any
+        cls,
+        index: str,
+        config_path: str | Path | None = None,
+        *,
+        embedding: Embeddings | None = None,
+        **kw: Any,
     ) -> IndexplugRetriever:
         """Over index ``index`` of an ``indexplug.toml`` (``config_path``, else the file the
-        CLI would use: ``INDEXPLUG_CONFIG``, ``./indexplug.toml``, the user folder)."""
-        target = open_index(index, config_path)
+        CLI would use: ``INDEXPLUG_CONFIG``, ``./indexplug.toml``, the user folder); with
+        ``embedding``, as :meth:`from_backend`."""
+        embedder = None if embedding is None else langchain_embedder(embedding)
+        target = open_index(index, config_path, embedder=embedder)
         return cls(backend=target.guard, index=target.index, **kw)
 
     def _args(self, kwargs: dict[str, Any]) -> tuple[int, Any]:

@@ -2,8 +2,10 @@
 
 Each LangChain document is one passage, its id the passage's caller key: adding again under an
 id replaces that document (upsert), ``delete`` and ``get_by_ids`` go by key.  The backend ranks
-and embeds for itself (sqlite-fts5 is lexical BM25; chroma embeds with its configured
-embedder), so the ``embedding`` LangChain hands a vector store is kept, never called.
+with the ``embedding`` given: a dense backend (chroma) embeds documents and queries with that
+LangChain model (:mod:`indexplug_langchain.embedder`) and records its identity with the index;
+without one it embeds with its configured embedder.  A lexical backend (sqlite-fts5, BM25)
+never calls it.
 
 LangChain's convention sets the return shapes: an empty store, ``k=0`` and a query with no
 word in it are an empty list, as in LangChain's in-memory store.  A search returns what the
@@ -22,6 +24,7 @@ from typing import Any
 
 import indexplug
 from indexplug.config import open_index
+from indexplug.embedders.wrapped import FunctionEmbedder
 from indexplug.errors import InvalidRequest
 from indexplug.names import validate_index_name
 from indexplug.outcomes import Got, Scanned
@@ -40,6 +43,14 @@ from indexplug_langchain._convert import (
     refuse_kwargs,
     to_passage,
 )
+from indexplug_langchain.embedder import embedder_name, is_wrapped, langchain_embedder
+
+
+def _embedder(kwargs: Mapping[str, Any]) -> FunctionEmbedder | None:
+    """The indexplug embedder for the ``embedding`` among a constructor's keywords."""
+    embedding = kwargs.get("embedding")
+    return None if embedding is None else langchain_embedder(embedding)
+
 
 MAX_FILL = 10_000
 """The largest scan page (``indexplug.guard.MAX_SCAN``): the most documents a fill reads."""
@@ -54,8 +65,13 @@ class IndexplugVectorStore(VectorStore):
     Build it from a guard (``indexplug.open_backend(...)``), from a backend name and options
     (:meth:`from_backend`) or from an ``indexplug.toml`` index (:meth:`from_config`).
 
-    * ``embedding``: accepted because LangChain passes one; indexplug backends embed for
-      themselves, so it is only returned by :attr:`embeddings`.
+    * ``embedding``: the LangChain model a dense backend embeds documents and queries with.
+      :meth:`from_backend`, :meth:`from_config` and ``from_texts`` open the backend with it;
+      a guard given directly must have been opened with it
+      (``indexplug.open_backend(name, options, embedder=langchain_embedder(embedding))``),
+      else :class:`~indexplug.errors.InvalidRequest` says so rather than embedding with
+      another model.  Left out, a dense backend uses its configured embedder.  A lexical
+      backend never calls it.
     * ``max_bytes``: the index's size budget for writes (``OverBudgetError`` past it).
     * ``deadline_s``: the deadline of each search and read (writes have none but the guard's
       backstop, as in LangChain).
@@ -83,6 +99,18 @@ class IndexplugVectorStore(VectorStore):
                 f"{type(guard).__name__}",
                 field="guard",
             )
+        if (
+            embedding is not None
+            and getattr(guard.capabilities, "dense", False)
+            and not is_wrapped(guard, embedding)
+        ):
+            raise InvalidRequest(
+                f"the {guard.name} backend embeds, and was opened without this embedding "
+                f"({embedder_name(embedding)}): it would embed with another model. Use "
+                "IndexplugVectorStore.from_backend(name, index, options, embedding=...), or "
+                "indexplug.open_backend(name, options, embedder=langchain_embedder(embedding))",
+                field="embedding",
+            )
         self.guard = guard
         self.index = index
         self.max_bytes = max_bytes
@@ -99,8 +127,10 @@ class IndexplugVectorStore(VectorStore):
         options: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> IndexplugVectorStore:
-        """Over index ``index`` of backend ``backend_name`` opened with ``options``."""
-        return cls(indexplug.open_backend(backend_name, options), index, **kwargs)
+        """Over index ``index`` of backend ``backend_name`` opened with ``options`` (and, with
+        ``embedding=``, embedding with that model)."""
+        guard = indexplug.open_backend(backend_name, options, embedder=_embedder(kwargs))
+        return cls(guard, index, **kwargs)
 
     @classmethod
     def from_config(
@@ -108,7 +138,7 @@ class IndexplugVectorStore(VectorStore):
     ) -> IndexplugVectorStore:
         """Over index ``index`` of an ``indexplug.toml`` (``config_path``, else the file the
         CLI would use), with its backend, settings and ``max_bytes``."""
-        target = open_index(index, config_path)
+        target = open_index(index, config_path, embedder=_embedder(kwargs))
         kwargs.setdefault("max_bytes", target.max_bytes)
         return cls(target.guard, target.index, **kwargs)
 
@@ -161,8 +191,7 @@ class IndexplugVectorStore(VectorStore):
 
     @property
     def embeddings(self) -> Embeddings | None:
-        """The ``embedding`` given at construction, never called: the backend embeds (or, for
-        a lexical one, does not) with its own configured embedder."""
+        """The ``embedding`` given at construction: what a dense backend embeds with."""
         return self._embedding
 
     # -- writes --------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """LlamaIndex over indexplug: a retriever and a vector store, any backend, typed failures."""
 
+from indexplug_llamaindex.embedder import llamaindex_embedder
 from indexplug_llamaindex.filters import UnsupportedFilter, translate
 from indexplug_llamaindex.nodes import MetadataRefused, NodeRefused
 from indexplug_llamaindex.retriever import IndexplugRetriever
@@ -13,5 +14,6 @@ __all__ = [
     "NodeRefused",
     "UnsupportedFilter",
     "UnsupportedQuery",
+    "llamaindex_embedder",
     "translate",
 ]

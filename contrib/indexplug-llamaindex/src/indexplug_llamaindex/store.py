@@ -3,9 +3,13 @@
 Nodes are passages keyed by the node id (adding a node again replaces it); ``delete(ref_doc_id)``
 removes every node of that document; queries are the backend's own search of
 ``query.query_str`` with ``similarity_top_k``, ``filters``, ``node_ids`` and ``doc_ids``.
-indexplug backends embed (or index) the text themselves, so the store ignores the embeddings
-LlamaIndex computes (``is_embedding_query`` is ``False``: queries are never embedded) and the
-index's ``embed_model`` can be ``MockEmbedding``.
+indexplug backends embed (or index) the text themselves: a dense backend (chroma) with the
+``embed_model`` given to the store (:mod:`indexplug_llamaindex.embedder`), recorded with the
+index, else with its configured embedder; a lexical one (sqlite-fts5) embeds nothing.  So the
+store ignores the embeddings LlamaIndex computes (``is_embedding_query`` is ``False``: LlamaIndex
+never embeds queries for it), and :meth:`IndexplugVectorStore.as_index` gives the
+``VectorStoreIndex`` a one-dimension ``MockEmbedding`` rather than letting LlamaIndex look for
+its default model (OpenAI's package).
 
 Every outcome that is not an answer raises the typed :class:`indexplug.OutcomeError` subclass
 (``IndexFailedError``, ``IndexTimeoutError`` ...), which carries the outcome; an empty store and
@@ -21,6 +25,9 @@ from typing import Any, NoReturn
 
 import indexplug
 from indexplug.outcomes import Got, Indexed, IndexStatus, NoMatch, Removed, Scanned, Searched
+from llama_index.core import VectorStoreIndex
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
@@ -31,6 +38,7 @@ from llama_index.core.vector_stores.types import (
 )
 from pydantic import PrivateAttr
 
+from indexplug_llamaindex.embedder import embedder_name, is_wrapped, llamaindex_embedder
 from indexplug_llamaindex.filters import FilterInput, all_of, one_of, translate
 from indexplug_llamaindex.nodes import (
     NODE_ID,
@@ -73,6 +81,13 @@ class IndexplugVectorStore(BasePydanticVectorStore):
     ``IndexplugVectorStore(guard, "notes")``, or :meth:`from_backend` (a backend by name and
     options) or :meth:`from_config` (an index of ``indexplug.toml``).  ``deadline_s`` bounds
     each search and read (writes have none unless it is given).
+
+    ``embed_model``: the LlamaIndex model a dense backend embeds nodes and queries with.
+    :meth:`from_backend` and :meth:`from_config` open the backend with it; a guard given
+    directly must have been opened with it (``indexplug.open_backend(name, options,
+    embedder=llamaindex_embedder(embed_model))``), else ``InvalidRequest`` says so rather than
+    embedding with another model.  Left out, a dense backend uses its configured embedder.
+    A lexical backend never calls it.  Build the index with :meth:`as_index`.
     """
 
     stores_text: bool = True
@@ -82,13 +97,32 @@ class IndexplugVectorStore(BasePydanticVectorStore):
     deadline_s: float | None = None
 
     _guard: indexplug.Guard = PrivateAttr()
+    _embed_model: BaseEmbedding | None = PrivateAttr(default=None)
 
     def __init__(
-        self, guard: indexplug.Guard, index: str, *, deadline_s: float | None = None
+        self,
+        guard: indexplug.Guard,
+        index: str,
+        *,
+        embed_model: BaseEmbedding | None = None,
+        deadline_s: float | None = None,
     ) -> None:
         indexplug.validate_index_name(index)
+        if (
+            embed_model is not None
+            and getattr(guard.capabilities, "dense", False)
+            and not is_wrapped(guard, embed_model)
+        ):
+            raise indexplug.InvalidRequest(
+                f"the {guard.name} backend embeds, and was opened without this embed_model "
+                f"({embedder_name(embed_model)}): it would embed with another model. Use "
+                "IndexplugVectorStore.from_backend(name, index, options, embed_model=...), or "
+                "indexplug.open_backend(name, options, embedder=llamaindex_embedder(model))",
+                field="embed_model",
+            )
         super().__init__(stores_text=True, index=index, deadline_s=deadline_s)
         self._guard = guard
+        self._embed_model = embed_model
 
     @classmethod
     def from_backend(
@@ -97,21 +131,45 @@ class IndexplugVectorStore(BasePydanticVectorStore):
         index: str,
         options: Mapping[str, Any] | None = None,
         *,
+        embed_model: BaseEmbedding | None = None,
         deadline_s: float | None = None,
     ) -> IndexplugVectorStore:
-        """A store over index ``index`` of backend ``name`` opened with ``options``."""
-        return cls(indexplug.open_backend(name, options), index, deadline_s=deadline_s)
+        """A store over index ``index`` of backend ``name`` opened with ``options`` (and, with
+        ``embed_model``, embedding with that model)."""
+        embedder = None if embed_model is None else llamaindex_embedder(embed_model)
+        guard = indexplug.open_backend(name, options, embedder=embedder)
+        return cls(guard, index, embed_model=embed_model, deadline_s=deadline_s)
 
     @classmethod
     def from_config(
-        cls, name: str, config: str | Path | None = None, *, deadline_s: float | None = None
+        cls,
+        name: str,
+        config: str | Path | None = None,
+        *,
+        embed_model: BaseEmbedding | None = None,
+        deadline_s: float | None = None,
     ) -> IndexplugVectorStore:
         """A store over the index ``name`` of ``indexplug.toml`` (``config``, else the file
-        indexplug finds: ``INDEXPLUG_CONFIG``, ``./indexplug.toml``, the user folder)."""
+        indexplug finds: ``INDEXPLUG_CONFIG``, ``./indexplug.toml``, the user folder); with
+        ``embed_model``, as :meth:`from_backend`."""
         from indexplug.config import open_index
 
-        target = open_index(name, config)
-        return cls(target.guard, target.index, deadline_s=deadline_s)
+        embedder = None if embed_model is None else llamaindex_embedder(embed_model)
+        target = open_index(name, config, embedder=embedder)
+        return cls(target.guard, target.index, embed_model=embed_model, deadline_s=deadline_s)
+
+    @property
+    def embed_model(self) -> BaseEmbedding | None:
+        """The ``embed_model`` given: what a dense backend embeds with."""
+        return self._embed_model
+
+    def as_index(self, **kwargs: Any) -> VectorStoreIndex:
+        """A ``VectorStoreIndex`` over this store, with ``kwargs`` passed on.  Its
+        ``embed_model`` is a one-dimension ``MockEmbedding`` unless given: the backend embeds
+        (with :attr:`embed_model`), so the vectors LlamaIndex computes on insert are never
+        used, and no default model (OpenAI's) is looked for."""
+        kwargs.setdefault("embed_model", MockEmbedding(embed_dim=1))
+        return VectorStoreIndex.from_vector_store(self, **kwargs)
 
     @classmethod
     def class_name(cls) -> str:
