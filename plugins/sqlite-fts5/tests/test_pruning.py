@@ -590,3 +590,36 @@ def test_threads_sharing_postings_see_every_write(tmp_path: Path) -> None:
                         assert got == guarded_reference(path, q, 20), q
     finally:
         g.close()
+
+
+def test_searched_passages_are_remembered_by_exact_values() -> None:
+    """A search's passage built before from a row of exactly the same values is reused; a
+    row whose values are equal but of another type (``0.0`` for ``0``) is built anew, so the
+    guard sees (and refuses) what is really stored."""
+    from indexplug_sqlite_fts5.hits import searched_passage
+
+    p = Passage.create("remembered text", "mem://remembered")
+    row = (p.id, p.text, '{"uri":"mem://remembered"}', None, 0, p.end, "{}", p.digest, None)
+    first = searched_passage(*row)
+    assert first == p
+    assert searched_passage(*row) is first
+    floated = searched_passage(*row[:4], 0.0, *row[5:])
+    assert floated is not first and type(floated.start) is float
+    g = Guard(SqliteFts5Backend(Path("/nonexistent-never-used")))
+    try:
+        scale = SqliteFts5Backend.score_scale
+
+        def checked(passage: Passage) -> object:
+            out = Searched.from_stored(
+                index="docs",
+                backend="sqlite-fts5",
+                hits=[make_hit(1, 1.0, scale.name, passage)],
+                searched=1,
+                scale=scale,
+            )
+            return g._checked_search(out, 10, 1.0, 0.0)
+
+        assert isinstance(checked(first), Searched)
+        assert not isinstance(checked(floated), Searched)
+    finally:
+        g.close()

@@ -62,7 +62,7 @@ from indexplug.passages import MetadataValue, Passage, Source
 from indexplug.protocols import Capabilities, Readiness
 
 from indexplug_sqlite_fts5 import pruning, sqlfilter
-from indexplug_sqlite_fts5.hits import hit, passage_from_row
+from indexplug_sqlite_fts5.hits import hit, passage_from_row, searched_passage
 from indexplug_sqlite_fts5.plugin import DESCRIPTION
 from indexplug_sqlite_fts5.query import fts5_expression, query_terms
 
@@ -612,7 +612,7 @@ class SqliteFts5Backend:
             return NoMatch(index=index, backend=self.name, searched=count)
         # Built without validation: the guard checks every hit (ranks, scores, scale, ids).
         hits = [
-            hit(i, -bm25, SCALE.name, passage_from_row(cols))
+            hit(i, -bm25, SCALE.name, searched_passage(*cols))
             for i, (cols, bm25) in enumerate(rows, start=1)
         ]
         return Searched.from_stored(
