@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import indexplug.guard as guard_module
@@ -340,6 +341,40 @@ def test_checked_passages_are_remembered_by_content_and_handed_out_as_the_guards
         )
         out = guard.search("i", "q")
         assert isinstance(out, IndexFailed) and out.error_type == "IntegrityError", change
+
+
+def test_a_remembered_passage_is_not_matched_by_values_of_a_subclass() -> None:
+    """A passage equal to one checked before, but with a source value of a ``str`` or
+    ``datetime`` subclass (equal to the checked value, able to answer differently later), is
+    not the checked passage: it is refused, never matched to the guard's copy."""
+
+    class Text(str):
+        pass
+
+    class When(datetime):
+        pass
+
+    dated = Passage.create(
+        "dated text",
+        "file:///dated.txt",
+        source=Source(uri="file:///dated.txt", retrieved_at=datetime(2024, 1, 2, tzinfo=UTC)),
+    )
+    fake = Fake()
+    guard = Guard(fake)
+    for p in (P1, dated):
+        fake.answer = searched(hit(1, 2.0, p))
+        assert isinstance(guard.search("i", "q"), Searched)
+    for p, sly in (
+        (P1, {"uri": Text(P1.source.uri)}),
+        (dated, {"retrieved_at": When(2024, 1, 2, tzinfo=UTC)}),
+    ):
+        source = Source.model_construct(**{**p.source.__dict__, **sly})
+        assert source == p.source
+        bad = Passage.model_construct(**{**p.__dict__, "source": source})
+        fake.answer = searched(
+            Hit.model_construct(rank=1, score=1.0, score_scale="test", passage=bad)
+        )
+        assert isinstance(guard.search("i", "q"), IndexFailed), sly
 
 
 def test_the_guards_memory_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,8 +22,9 @@ from pydantic import BaseModel
 M = TypeVar("M", bound=BaseModel)
 
 
-def _set(m: BaseModel, name: str, value: Any) -> None:
-    object.__setattr__(m, name, value)
+_set = object.__setattr__
+"""Fills a slot or the ``__dict__`` past the frozen model's own ``__setattr__`` (the builtin
+itself, not a function around it: a search of 100 hits fills 1,200 of them)."""
 
 
 @cache

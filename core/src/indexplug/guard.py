@@ -1451,27 +1451,32 @@ def _same(known: Passage, fields: _PassageFields) -> bool:
     """Whether ``fields`` (exact types, see :func:`_passage_fields`) are those of ``known``."""
     pid, text, source, doc_sha, start, end, metadata, _, key = fields
     k = known.__dict__
-    if not (
-        k["key"] == key
-        and k["id"] == pid
-        and k["text"] == text
-        and k["document_sha256"] == doc_sha
-        and k["start"] == start
-        and k["end"] == end
+    # one comparison of tuples: each value is of its exact type (str, int or None), so
+    # equality is exactly equality of the fields
+    if (k["id"], k["text"], k["document_sha256"], k["start"], k["end"], k["key"]) != (
+        pid,
+        text,
+        doc_sha,
+        start,
+        end,
+        key,
     ):
         return False
     ks, s = k["source"].__dict__, source.__dict__
-    for name in _SOURCE_TEXT:
-        v = s.get(name)
-        if (v is not None and type(v) is not str) or ks[name] != v:
-            return False
-    for name in _SOURCE_DATES:
-        v = s.get(name)
-        if (v is not None and type(v) is not datetime) or ks[name] != v:
+    # the checked copy holds exactly the source's fields, text or dates of their exact types;
+    # ``s`` has the same names and values, each of exactly one of those types (a subclass
+    # is refused; a text never equals a date), only if the two dicts are equal and ...
+    if ks != s:
+        return False
+    for v in s.values():
+        # ... no value is a subclass that compares equal
+        if v is not None and type(v) is not str and type(v) is not datetime:
             return False
     km = k["metadata"]
     if len(km) != len(metadata):
         return False
+    if not km:
+        return True
     for name, value in metadata.items():
         # exact types were checked; a bool is not an int here, nor 1 the same as 1.0
         if name not in km:

@@ -520,3 +520,106 @@ def test_any_terms_rank_to_the_same_answer(words: list[str]) -> None:
         expected = reference(conn, terms, k)
         assert pruned(conn, stats, terms, k) == expected
         assert in_memory(conn, memory, terms, k) == expected
+
+
+def test_threads_share_postings_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each thread has its own connection; once each has searched, a term's postings are
+    read once for all of them while the index does not change (a cache per connection read
+    them once a thread)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from indexplug.deadlines import Deadline
+
+    backend = SqliteFts5Backend(tmp_path)
+    g = Guard(backend)
+    pools = [ThreadPoolExecutor(1) for _ in range(3)]
+    try:
+        assert isinstance(g.add("docs", passages(random.Random(5), 300, "s")), Indexed)
+
+        def search(pool: ThreadPoolExecutor, query: str) -> Any:
+            return pool.submit(
+                lambda: backend.search("docs", query, top_k=10, deadline=Deadline.after(30))
+            ).result()
+
+        for pool in pools:  # each thread's first search (the process's first: by FTS5)
+            search(pool, VOCAB[-1])
+        reads: list[str] = []
+        real = postings.term_postings
+
+        def counting(conn: Any, stats: pruning.TermStats, term: str, budget: int) -> Any:
+            if term not in stats.postings:
+                reads.append(term)
+            return real(conn, stats, term, budget)
+
+        monkeypatch.setattr(postings, "term_postings", counting)
+        query = " ".join(VOCAB[:6])
+        for pool in pools * 2:
+            assert isinstance(search(pool, query), Searched)
+        assert sorted(reads) == sorted(set(query_terms(query)))
+    finally:
+        for pool in pools:
+            pool.shutdown()
+        g.close()
+
+
+def test_threads_sharing_postings_see_every_write(tmp_path: Path) -> None:
+    """A thread whose connection last searched before a write (on another thread) ranks
+    the index as it is now, exactly as FTS5 does, never from postings of before."""
+    rng = random.Random(8)
+    backend = SqliteFts5Backend(tmp_path)
+    g = Guard(backend)
+    path = tmp_path / "docs.sqlite"
+    queries = [" ".join(rng.sample(VOCAB, rng.randint(1, 6))) for _ in range(6)]
+    try:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from indexplug.deadlines import Deadline
+
+        with ThreadPoolExecutor(1) as a, ThreadPoolExecutor(1) as b:
+            for batch in range(3):
+                assert isinstance(g.add("docs", passages(rng, 200, f"w{batch}")), Indexed)
+                for q in queries:
+                    for pool in (a, b, a):
+                        out = pool.submit(
+                            lambda q=q: backend.search(
+                                "docs", q, top_k=20, deadline=Deadline.after(30)
+                            )
+                        ).result()
+                        assert isinstance(out, Searched)
+                        got = [(h.passage.id, h.score) for h in out.hits]
+                        assert got == guarded_reference(path, q, 20), q
+    finally:
+        g.close()
+
+
+def test_searched_passages_are_remembered_by_exact_values() -> None:
+    """A search's passage built before from a row of exactly the same values is reused; a
+    row whose values are equal but of another type (``0.0`` for ``0``) is built anew, so the
+    guard sees (and refuses) what is really stored."""
+    from indexplug_sqlite_fts5.hits import searched_passage
+
+    p = Passage.create("remembered text", "mem://remembered")
+    row = (p.id, p.text, '{"uri":"mem://remembered"}', None, 0, p.end, "{}", p.digest, None)
+    first = searched_passage(*row)
+    assert first == p
+    assert searched_passage(*row) is first
+    floated = searched_passage(*row[:4], 0.0, *row[5:])
+    assert floated is not first and type(floated.start) is float
+    g = Guard(SqliteFts5Backend(Path("/nonexistent-never-used")))
+    try:
+        scale = SqliteFts5Backend.score_scale
+
+        def checked(passage: Passage) -> object:
+            out = Searched.from_stored(
+                index="docs",
+                backend="sqlite-fts5",
+                hits=[make_hit(1, 1.0, scale.name, passage)],
+                searched=1,
+                scale=scale,
+            )
+            return g._checked_search(out, 10, 1.0, 0.0)
+
+        assert isinstance(checked(first), Searched)
+        assert not isinstance(checked(floated), Searched)
+    finally:
+        g.close()

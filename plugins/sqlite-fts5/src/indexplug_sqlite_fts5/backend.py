@@ -62,7 +62,7 @@ from indexplug.passages import MetadataValue, Passage, Source
 from indexplug.protocols import Capabilities, Readiness
 
 from indexplug_sqlite_fts5 import pruning, sqlfilter
-from indexplug_sqlite_fts5.hits import hit, passage_from_row
+from indexplug_sqlite_fts5.hits import hit, passage_from_row, searched_passage
 from indexplug_sqlite_fts5.plugin import DESCRIPTION
 from indexplug_sqlite_fts5.query import fts5_expression, query_terms
 
@@ -228,6 +228,9 @@ class SqliteFts5Backend:
         guard calls this backend on its worker threads), and when a thread ends, its
         thread-local connections are dropped and closed with it instead of piling up here."""
         self._all_lock = threading.Lock()
+        self._shared: dict[str, pruning.PostingsCache] = {}
+        """Each index's postings cache for its latest state (see :meth:`_shared_postings`)."""
+        self._shared_lock = threading.Lock()
         self._searched: set[str] = set()
         """Indexes this backend has answered a search on in this process.  The first is ranked
         by FTS5 (pruned), so that a one-search process (a CLI command) neither imports numpy
@@ -550,7 +553,14 @@ class SqliteFts5Backend:
             conn.execute("BEGIN")
             try:
                 with self._deadline(conn, deadline):
-                    count, version, any_row = conn.execute(_STATE_SQL).fetchone()
+                    stats = None if filters else self._term_stats(index, conn)
+                    if stats is None:
+                        count, version, any_row = conn.execute(_STATE_SQL).fetchone()
+                        shared = None
+                    else:
+                        with self._shared_lock:
+                            count, version, any_row = conn.execute(_STATE_SQL).fetchone()
+                            shared = self._shared_postings(index, stats, int(version))
                     count = int(count or 0)
                     if count == 0 and not any_row:
                         return IndexEmpty(index=index, backend=self.name)
@@ -563,11 +573,10 @@ class SqliteFts5Backend:
                     if not terms:
                         return NoMatch(index=index, backend=self.name, searched=count)
                     indexed: int | None = None
-                    if filters:
-                        rows = self._filtered(conn, fts5_expression(terms), top_k, filters)
+                    if stats is None:
+                        rows = self._filtered(conn, fts5_expression(terms), top_k, filters or {})
                     else:
-                        stats = self._term_stats(index, conn)
-                        stats.sync(conn, int(version))
+                        stats.sync(conn, int(version), shared)
                         warm = index in self._searched
                         if not warm:
                             self._searched.add(index)
@@ -603,7 +612,7 @@ class SqliteFts5Backend:
             return NoMatch(index=index, backend=self.name, searched=count)
         # Built without validation: the guard checks every hit (ranks, scores, scale, ids).
         hits = [
-            hit(i, -bm25, SCALE.name, passage_from_row(cols))
+            hit(i, -bm25, SCALE.name, searched_passage(*cols))
             for i, (cols, bm25) in enumerate(rows, start=1)
         ]
         return Searched.from_stored(
@@ -621,6 +630,27 @@ class SqliteFts5Backend:
         if entry is None or entry[0] is not conn:
             entry = table[index] = (conn, pruning.TermStats())
         return entry[1]
+
+    def _shared_postings(
+        self, index: str, stats: pruning.TermStats, version: int
+    ) -> pruning.PostingsCache:
+        """The postings cache this thread's connection shares for ``index``, decided under
+        ``_shared_lock`` right after the read that began its snapshot.
+
+        Each thread has its own connection (the guard runs ops on a pool of threads), and
+        reading a term's postings is most of a search's cost: one cache per connection
+        would read every term once per thread.  A connection that saw a change since its
+        last search (``data_version``: another connection committed; or its own write, or a
+        new connection) starts a new shared cache, which is then the state's: every
+        connection that saw no change since its last search is in the state the last one to
+        start the cache saw (decisions are made in the order of the snapshots, under the
+        lock, and no commit came between), so it joins that cache.  A connection still in
+        an older state keeps the older cache, which no newer one reads.
+        """
+        current = self._shared.get(index)
+        if current is None or version != stats.version:
+            current = self._shared[index] = pruning.PostingsCache()
+        return current
 
     def _forget_stats(self, index: str) -> None:
         """After a write on this thread's connection, which ``data_version`` does not see."""

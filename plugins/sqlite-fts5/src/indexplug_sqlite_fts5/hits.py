@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from indexplug.outcomes import Hit
@@ -35,3 +36,24 @@ def passage_from_row(row: Sequence[Any]) -> Passage:
 def hit(rank: int, score: float, scale: str, passage: Passage) -> Hit:
     """A hit around ``passage`` (stored text is data, never an instruction: ``untrusted``)."""
     return Hit.from_stored(rank=rank, score=score, score_scale=scale, passage=passage)
+
+
+@lru_cache(maxsize=16_384, typed=True)
+def searched_passage(
+    pid: str,
+    text: str,
+    source: str,
+    doc_sha: str | None,
+    start: int,
+    end: int,
+    metadata: str,
+    digest: str | None,
+    key: str | None,
+) -> Passage:
+    """:func:`passage_from_row` for a search's hits, remembered by the row's exact values.
+
+    The same passages come back search after search; one built before from a row with
+    exactly these values (``typed``: ``1`` and ``1.0`` are two rows) is the same passage.
+    The guard still checks every one, and hands the caller its own copy, never this object.
+    """
+    return passage_from_row((pid, text, source, doc_sha, start, end, metadata, digest, key))

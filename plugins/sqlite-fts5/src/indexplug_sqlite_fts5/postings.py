@@ -63,7 +63,8 @@ _EMPTY: Postings = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64))
 
 def term_postings(conn: sqlite3.Connection, stats: TermStats, term: str, budget: int) -> Postings:
     """The postings of ``term``, from ``stats`` or read now (and kept within ``budget``)."""
-    got = stats.postings.get(term)
+    cache = stats.cache
+    got = cache.terms.get(term)
     if got is not None:
         return got
     rows = conn.execute(_ONE_TERM_SQL, (fts5_phrase(term),)).fetchall()
@@ -73,13 +74,15 @@ def term_postings(conn: sqlite3.Connection, stats: TermStats, term: str, budget:
     else:
         got = _EMPTY
     size = len(rows) * BYTES_PER_POSTING
-    if stats.postings_bytes + size > budget or len(stats.postings) >= MAX_CACHED_TERMS:
-        # only reachable when distinct query words share postings (``runs`` and ``running``
-        # stem alike) or many words match nothing: start over rather than grow
-        stats.postings.clear()
-        stats.postings_bytes = 0
-    stats.postings[term] = got
-    stats.postings_bytes += size
+    with cache.lock:
+        if cache.bytes + size > budget or len(cache.terms) >= MAX_CACHED_TERMS:
+            # only reachable when distinct query words share postings (``runs`` and
+            # ``running`` stem alike) or many words match nothing: start over rather than grow
+            cache.terms.clear()
+            cache.bytes = 0
+        if term not in cache.terms:
+            cache.terms[term] = got
+            cache.bytes += size
     return got
 
 

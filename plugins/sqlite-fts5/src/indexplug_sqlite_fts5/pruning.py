@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -89,6 +90,21 @@ _PRUNED_SQL = (
 )
 
 
+class PostingsCache:
+    """Terms' postings for one state of an index, and the bytes they hold (kept within the
+    backend's ``postings_mb`` by :func:`~indexplug_sqlite_fts5.postings.term_postings`).
+
+    One object may serve several threads' connections at once: each adds under ``lock``.
+    """
+
+    __slots__ = ("bytes", "lock", "terms")
+
+    def __init__(self) -> None:
+        self.terms: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.bytes = 0
+        self.lock = threading.Lock()
+
+
 @dataclass
 class TermStats:
     """What the bound needs about one index, as one connection last saw it.
@@ -102,26 +118,42 @@ class TermStats:
     tokens: int = 0
     """Tokens in the whole index (FTS5's averages record): bounds how many postings it holds."""
     df: dict[str, int] = field(default_factory=dict)
-    postings: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-    """Terms' postings held in memory (:mod:`indexplug_sqlite_fts5.postings`)."""
-    postings_bytes: int = 0
+    cache: PostingsCache = field(default_factory=lambda: PostingsCache())
+    """Terms' postings held in memory (:mod:`indexplug_sqlite_fts5.postings`): this
+    connection's own, or one shared by every connection that saw the same state of the index
+    (see :meth:`sync`)."""
     rounds: list[int] = field(default_factory=lambda: [0, 0, 0])
     """How many searches were answered after 1, 2 and 3+ rounds (for tuning and tests)."""
     in_memory: int = 0
     """How many searches were ranked from postings in memory instead (for tests)."""
 
+    @property
+    def postings(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        return self.cache.terms
+
+    @property
+    def postings_bytes(self) -> int:
+        return self.cache.bytes
+
     def invalidate(self) -> None:
         self.version = None
 
-    def sync(self, conn: sqlite3.Connection, version: int) -> None:
-        """Drop what was learnt if the index changed since, then make sure ``rows`` is known."""
-        if version == self.version:
-            return
-        self.df.clear()
-        self.postings.clear()
-        self.postings_bytes = 0
-        self.rows, self.tokens = _averages(conn)
-        self.version = version
+    def sync(
+        self, conn: sqlite3.Connection, version: int, shared: PostingsCache | None = None
+    ) -> None:
+        """Drop what was learnt if the index changed since, then make sure ``rows`` is known.
+
+        ``shared``: the postings this connection's state shares with others (the caller
+        decides which, see ``SqliteFts5Backend._shared_postings``); without it, a change
+        starts a cache of this connection's own.
+        """
+        if version != self.version:
+            self.df.clear()
+            self.cache = PostingsCache()
+            self.rows, self.tokens = _averages(conn)
+            self.version = version
+        if shared is not None:
+            self.cache = shared
 
     def doc_freqs(self, conn: sqlite3.Connection, terms: Sequence[str]) -> list[int]:
         """Rows matching each term's phrase: exactly what bm25 counts for its idf."""
