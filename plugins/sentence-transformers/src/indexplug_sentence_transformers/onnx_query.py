@@ -30,6 +30,7 @@ import json
 import os
 import tempfile
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,7 +159,11 @@ def export(model: Any, model_name: str, folder: Path) -> Path:
             was_training = auto.training
             auto.eval()
             try:
-                with torch.no_grad():
+                # the tracer's notes about shapes it treats as constants (one query at a time
+                # of any length is what is exported; the tests compare every shape against
+                # torch) are noise on a user's terminal while an index is built
+                with torch.no_grad(), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
                     torch.onnx.export(
                         Wrapper(auto),
                         (ids, torch.ones_like(ids)),
