@@ -403,3 +403,68 @@ def test_an_outage_makes_the_guard_ask_for_readiness_again() -> None:
 def test_a_plugin_raising_timeout_error_is_a_timeout(plugin: type[Fake]) -> None:
     out = Guard(plugin(TimeoutError("read timed out"))).search("i", "q", deadline_s=5)
     assert isinstance(out, IndexTimeout) and out.deadline_s == 5
+
+
+class Preparing(Fake):
+    """A backend with ``prepare()``: it records when loading ended and which deadline the
+    search got."""
+
+    def __init__(self, answer: Any, *, fail: bool = False, hold: threading.Event | None = None):
+        super().__init__(answer)
+        self.prepared = 0
+        self.loaded_at = 0.0
+        self.fail = fail
+        self.hold = hold
+        self.deadlines: list[Any] = []
+
+    def prepare(self) -> None:
+        self.prepared += 1
+        if self.hold is not None:
+            self.hold.wait(10)
+        self.loaded_at = time.monotonic()
+        if self.fail:
+            raise RuntimeError("model missing")
+
+    def search(self, index: str, query: str, **kw: Any) -> Any:
+        self.deadlines.append(kw["deadline"])
+        return self._answer()
+
+
+def test_prepare_runs_once_before_the_first_deadline_starts() -> None:
+    fake = Preparing(searched(hit(1, 1.0)))
+    g = Guard(fake)
+    assert type(g.search("i", "alpha", top_k=1, deadline_s=5)) is Searched
+    assert type(g.search("i", "alpha", top_k=1, deadline_s=5)) is Searched
+    assert fake.prepared == 1
+    first = fake.deadlines[0]
+    # the deadline was made after loading ended: its whole allowance was left for the search
+    assert first.at - first.seconds >= fake.loaded_at
+
+
+def test_async_search_prepares_too() -> None:
+    import asyncio
+
+    fake = Preparing(searched(hit(1, 1.0)))
+    g = Guard(fake)
+    out = asyncio.run(g.asearch("i", "alpha", top_k=1, deadline_s=5))
+    assert type(out) is Searched and fake.prepared == 1
+    assert fake.deadlines[0].at - fake.deadlines[0].seconds >= fake.loaded_at
+
+
+def test_a_failing_prepare_leaves_the_op_to_answer() -> None:
+    fake = Preparing(searched(hit(1, 1.0)), fail=True)
+    g = Guard(fake)
+    assert type(g.search("i", "alpha", top_k=1, deadline_s=5)) is Searched
+    assert fake.prepared == 1
+
+
+def test_a_prepare_that_does_not_finish_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(guard_module, "PREPARE_S", 0.05)
+    hold = threading.Event()
+    fake = Preparing(searched(hit(1, 1.0)), hold=hold)
+    g = Guard(fake)
+    try:
+        assert type(g.search("i", "alpha", top_k=1, deadline_s=5)) is Searched
+        assert fake.loaded_at == 0.0  # the search did not wait for the load to end
+    finally:
+        hold.set()

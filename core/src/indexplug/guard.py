@@ -11,6 +11,9 @@ Whatever a plugin does, the caller gets exactly one allowed outcome:
   ``IndexFailed`` with a contract-violation reason;
 * every op runs on a worker thread, and the caller is released at its deadline: an answer
   that comes back after the deadline is ``IndexTimeout``, whatever it says;
+* a backend's optional ``prepare()`` (loading a query model) runs once, before the deadline of
+  the first search starts (bounded by :data:`PREPARE_S`), so a search's deadline is spent
+  searching, not loading;
 * every hit of every answer is checked (ranks 1..n, finite scores in order, the declared
   scale, at most ``top_k``, each passage matching its content-addressed id and its digest),
   and the caller gets copies the guard built from the checked values, so nothing the plugin
@@ -113,6 +116,9 @@ plugin gave *before* the deadline (an answer given after it is ``IndexTimeout`` 
 CHECKED_PASSAGES = 16_384
 """How many checked passages the guard remembers (then it forgets the oldest)."""
 READY_TTL_S = 1.0
+PREPARE_S = 120.0
+"""Longest the guard waits for a backend's ``prepare()`` before the first search; past it the
+search starts anyway, under its own deadline (and the load goes on in its pool thread)."""
 """A *ready* answer is trusted this long; a not-ready one is asked again on every call."""
 
 POOL_WORKERS = 32
@@ -173,6 +179,8 @@ class Guard:
         """The embedder object the caller gave when opening the backend
         (``open_backend(..., embedder=...)``), else None (the backend builds its own, if any,
         from its settings)."""
+        self._prepared = False
+        self._prepare_lock = threading.Lock()
 
     # -- what the backend declares -------------------------------------------------------
     @property
@@ -203,6 +211,32 @@ class Guard:
             if problem is not None:
                 return Readiness.no(problem)
         return r
+
+    def prepare(self) -> None:
+        """Run the backend's optional ``prepare()`` (e.g. load the model that embeds queries),
+        once per guard, outside any op's deadline.
+
+        Why: loading a model takes from a fraction of a second to many seconds on a loaded
+        machine, and charging it to the first search's deadline turned plain first searches
+        into ``INDEX_TIMEOUT``.  The backend says on a terminal that it is loading.  The wait is
+        bounded by :data:`PREPARE_S`; an error is left for the op, which reports it.
+        """
+        if self._prepared:
+            return
+        with self._prepare_lock:
+            if self._prepared:
+                return
+            self._prepared = True
+            fn = getattr(self.backend, "prepare", None)
+            if not callable(fn):
+                return
+            future: Future[Any] = self._pool.get().submit(fn)
+            try:
+                future.result(timeout=PREPARE_S)
+            except TimeoutError:
+                future.add_done_callback(discard)
+            except Exception:
+                pass  # the op that needs what failed to load says why
 
     def close(self) -> None:
         closer = getattr(self.backend, "close", None)
@@ -281,7 +315,11 @@ class Guard:
         deadline_s: float | None = None,
         filters: Mapping[str, Any] | Filter | None = None,
     ) -> SearchOutcome:
-        """The ``top_k`` best passages for ``query`` (``filters``: :mod:`indexplug.filters`)."""
+        """The ``top_k`` best passages for ``query`` (``filters``: :mod:`indexplug.filters`).
+
+        The first search of a guard first lets the backend :meth:`prepare`; its deadline
+        starts after that."""
+        self.prepare()
         return cast(
             SearchOutcome, self._run(self._plan_search(index, query, top_k, deadline_s, filters))
         )
@@ -296,6 +334,10 @@ class Guard:
         filters: Mapping[str, Any] | Filter | None = None,
     ) -> SearchOutcome:
         """:meth:`search` as a coroutine."""
+        if not self._prepared:
+            import asyncio
+
+            await asyncio.to_thread(self.prepare)
         plan = self._plan_search(index, query, top_k, deadline_s, filters)
         return cast(SearchOutcome, await self._arun(plan))
 

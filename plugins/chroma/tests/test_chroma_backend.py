@@ -600,18 +600,20 @@ def test_two_instances_on_one_home_share_one_chroma_system(tmp_path: Path) -> No
         g.close()
 
 
-def test_readiness_starts_the_model_warm_up_once_in_the_background(tmp_path: Path) -> None:
+def test_the_model_loads_before_the_first_search_not_in_the_background(tmp_path: Path) -> None:
+    """Readiness loads nothing and starts no thread (a daemon thread still inside torch at
+    exit aborted the process); the guard's first search lets the backend prepare, once."""
     import threading
+
+    from indexplug import Guard
 
     class Warming(HashingEmbedder):
         def __init__(self) -> None:
             super().__init__(256)
             self.queries: list[str] = []
-            self.first = threading.Event()
 
         def embed_query(self, text: str, granularity: Granularity) -> Vector:
             self.queries.append(text)
-            self.first.set()
             return super().embed_query(text, granularity)
 
     emb = Warming()
@@ -620,12 +622,15 @@ def test_readiness_starts_the_model_warm_up_once_in_the_background(tmp_path: Pat
         ChromaSettings(embedder="hashing:default"),
         embedder_factory=lambda spec: emb,
     )
-    assert emb.queries == []  # creating the backend loads nothing
-    assert backend.readiness().ready
-    assert emb.first.wait(30), "readiness did not start the warm-up"
+    threads = set(threading.enumerate())
     assert backend.readiness().ready and backend.readiness().ready
-    time.sleep(0.2)
-    assert emb.queries == ["warm up"]  # once per backend, whatever the readiness checks
+    assert emb.queries == [] and set(threading.enumerate()) == threads
+    g = Guard(backend)
+    assert isinstance(g.add("w", corpus(2)), Indexed)
+    emb.queries.clear()
+    for _ in range(2):
+        g.search("w", "alpha", top_k=1, deadline_s=30)
+    assert emb.queries == ["warm up", "alpha", "alpha"]  # prepared once, before the first
     backend.close()
 
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -197,7 +198,6 @@ class ChromaBackend:
         self._embedder_lock = threading.Lock()
         self._recorded: dict[str, Embedder] = {}
         """Embedders built from names indexes recorded (see :meth:`_recorded_embedder`)."""
-        self._warming = False
         self._max_batch: int | None = None
         self._aclient: Any = None
         """Server mode: chromadb's ``AsyncHttpClient`` for the coroutine ops, made on first use."""
@@ -227,26 +227,29 @@ class ChromaBackend:
         emb = self.embedder()
         emb.embed_query("warm up", Granularity.TEXT)
 
-    def _warm_in_background(self) -> None:
-        """Start loading the model on a daemon thread, once per backend.
+    def prepare(self) -> None:
+        """Load what a search embeds its query with, before the first search's deadline
+        starts (the guard calls it once, see :meth:`indexplug.guard.Guard.prepare`).
 
-        Called when the backend is first found ready: the model (seconds of imports and
-        weights) then loads while the first ops run, e.g. while an index is filled from the
-        embedding cache, instead of inside the deadline of the first search.  A failure is
-        ignored here; the op that needs the model reports it.
+        With the embedder's torch-free query encoder this is a fraction of a second; without
+        it, torch and the model load (seconds).  On a terminal a line on stderr says so.  It
+        replaces a daemon thread that loaded the model in the background: a daemon thread
+        still inside torch when the interpreter exits aborts the process (SIGABRT, "terminate
+        called without an active exception") after it printed its answer.
         """
-        with self._embedder_lock:
-            if self._warming:
-                return
-            self._warming = True
-
-        def run() -> None:
-            try:
-                self.warm()
-            except Exception:
-                pass
-
-        threading.Thread(target=run, name="indexplug-chroma-warm", daemon=True).start()
+        if chromadb_missing():
+            return
+        emb = self.embedder()
+        if not emb.readiness().ready:
+            return
+        announce = sys.stderr.isatty()
+        if announce:
+            print(f"loading {emb.name} ...", file=sys.stderr, end="", flush=True)
+        try:
+            emb.embed_query("warm up", Granularity.TEXT)
+        finally:
+            if announce:
+                print(" done", file=sys.stderr, flush=True)
 
     def _cache(self, emb: Embedder) -> EmbeddingCache | None:
         if not self.settings.embed_cache:
@@ -282,7 +285,6 @@ class ChromaBackend:
         beat = self._store.heartbeat()
         if beat:
             return Readiness.no(beat)
-        self._warm_in_background()
         return Readiness.yes()
 
     def close(self) -> None:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from indexplug.protocols import Granularity, Readiness, Vector
 
+from indexplug_sentence_transformers import onnx_query
 from indexplug_sentence_transformers import paths as paths_mod
 from indexplug_sentence_transformers.models import (
     ModelSource,
@@ -105,6 +106,9 @@ class SentenceTransformerEmbedder:
         self._dims: tuple[int, int] | None = None
         self._load_error: str | None = None
         self._lock = threading.RLock()
+        self._onnx_query: onnx_query.QueryEncoder | None = None
+        self._onnx_checked = False
+        self._onnx_exported = False
 
     def __repr__(self) -> str:
         return f"SentenceTransformerEmbedder({self.name!r}, {self.source.kind})"
@@ -173,9 +177,55 @@ class SentenceTransformerEmbedder:
 
     def load(self) -> None:
         """Load the model (and each path's copy) now, e.g. before timing; raises
-        EmbedderUnavailable."""
+        EmbedderUnavailable.  Also writes the torch-free query encoder's export where it
+        applies (see :mod:`~indexplug_sentence_transformers.onnx_query`)."""
         for p in set(self.paths):
             self._path_model(p)
+        self._export_query_encoder()
+
+    # -- torch-free text queries -------------------------------------------------------------
+    def onnx_query_allowed(self) -> bool:
+        """Whether this embedder's text queries may run on the ONNX float32 export: the text
+        path computes float32 on the CPU (``fp32``, or ``cuda`` with no GPU) and queries are not
+        asked for in bfloat16."""
+        text = self.paths[0]
+        fp32 = text == "fp32" or (text == "cuda" and not paths_mod.gpu_present())
+        on_cpu = self.device in (None, "cpu")
+        return fp32 and on_cpu and self.query_dtype != "bfloat16"
+
+    def _query_encoder(self) -> onnx_query.QueryEncoder | None:
+        """The torch-free text-query encoder, or None (then torch embeds the query)."""
+        if self._onnx_checked:
+            return self._onnx_query
+        with self._lock:
+            if not self._onnx_checked:
+                if self.onnx_query_allowed():
+                    self._onnx_query = onnx_query.load(
+                        self.source.name, self.source.folder(), self.max_seq_length
+                    )
+                self._onnx_checked = True
+        return self._onnx_query
+
+    def _export_query_encoder(self) -> None:
+        """Write the ONNX export for torch-free queries, once, when torch is loaded anyway.
+        A failure leaves queries on torch (same vectors, slower start)."""
+        if self._onnx_exported or not self.onnx_query_allowed():
+            return
+        self._onnx_exported = True
+        folder = self.source.folder()
+        if (
+            folder is None
+            or onnx_query.engine() == "torch"
+            or not onnx_query.runtime_installed()
+            or onnx_query.plan_for(folder) is None
+        ):
+            return
+        with self._lock:
+            try:
+                onnx_query.export(self._load(), self.source.name, folder)
+            except Exception:
+                return
+            self._onnx_checked = False  # pick the fresh export up on the next query
 
     def _no_onnx(self) -> str:
         return (
@@ -317,10 +367,17 @@ class SentenceTransformerEmbedder:
             return []
         out = self._encode(texts, granularity, query=False)
         if granularity is Granularity.TEXT:
+            self._export_query_encoder()
+        if granularity is Granularity.TEXT:
             return list(_unit(np.asarray(out, dtype=np.float32)))
         return [_normalise_rows(t) for t in out]
 
     def embed_query(self, text: str, granularity: Granularity) -> Vector:
+        if granularity is Granularity.TEXT:
+            fast = self._query_encoder()
+            if fast is not None:
+                vec: Vector = fast.encode(text)
+                return vec
         if granularity is Granularity.TOKEN:
             direct = self._query_tokens_direct(text)
             if direct is not None:

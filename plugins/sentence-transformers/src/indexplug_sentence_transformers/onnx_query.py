@@ -1,0 +1,243 @@
+"""Text query vectors without torch: ``tokenizers`` + ONNX Runtime + numpy.
+
+A cold process that only searches (the CLI, ``indexplug invoke``, an orchestrator shelling out
+once per op) would otherwise import torch and sentence-transformers (seconds) to embed one
+query.  This module embeds a text query with the model's transformer exported to ONNX in
+**float32** (no quantisation), its own ``tokenizer.json``, and the mean pooling and
+normalisation sentence-transformers applies, so the vector is the fp32 path's vector within
+float rounding (cosine above 0.99999 on MiniLM; see docs/embedders.md).
+
+* **Never from a hub.** The ONNX file is exported once from the installed model with
+  ``torch.onnx.export``, by a process that has torch loaded anyway (building an index, or
+  :meth:`~indexplug_sentence_transformers.embedder.SentenceTransformerEmbedder.load`), and
+  cached under ``${INDEXPLUG_CACHE:-~/.cache/indexplug}/st-onnx-query/`` keyed by the model
+  files (names, sizes, modification times) and the export options.  Without the file, queries
+  run in torch as before.
+* **Only where it reproduces the model.** :func:`plan_for` accepts a model folder whose modules
+  are a Transformer, mean Pooling and optionally Normalize, with no query prompt and no
+  lower-casing done outside the tokenizer; anything else (a Dense layer, CLS pooling, e5's
+  ``query:`` prompt) keeps the torch path.
+* **One thread, no spinning.** One query is a few milliseconds of work; a single-threaded
+  session starts no thread pool, so nothing native is left running at interpreter exit.
+
+``INDEXPLUG_ST_QUERY_ENGINE=torch`` turns it off.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import tempfile
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ENGINE_ENV = "INDEXPLUG_ST_QUERY_ENGINE"
+ENGINES = ("auto", "torch")
+OPSET = 17
+FILE = "model.fp32.onnx"
+_export_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """What the torch-free encoder must reproduce for one model folder."""
+
+    folder: Path
+    max_seq_length: int
+    transformer_dir: Path
+    """The folder holding ``tokenizer.json`` (the Transformer module's path; usually the root)."""
+
+
+def engine() -> str:
+    """``INDEXPLUG_ST_QUERY_ENGINE`` (``auto`` unless set to ``torch``)."""
+    value = (os.environ.get(ENGINE_ENV) or "auto").strip().lower()
+    return value if value in ENGINES else "auto"
+
+
+def runtime_installed() -> bool:
+    """Whether onnxruntime and tokenizers can be imported (import specs only)."""
+    return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "tokenizers"))
+
+
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def plan_for(folder: Path) -> QueryPlan | None:
+    """The plan for ``folder``, or None when its model is not a plain mean-pooled encoder."""
+    try:
+        modules = _read_json(folder / "modules.json")
+        kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
+        if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+            return None
+        sub = str(modules[0].get("path", "") or "")
+        tdir = (folder / sub).resolve() if sub else folder
+        pooling = _read_json(folder / str(modules[1].get("path", "")) / "config.json")
+        mean_only = pooling.get("pooling_mode_mean_tokens") is True and not any(
+            v
+            for k, v in pooling.items()
+            if k.startswith("pooling_mode_") and k != ("pooling_mode_mean_tokens")
+        )
+        if not mean_only or pooling.get("include_prompt", True) is not True:
+            return None
+        st_config = tdir / "sentence_bert_config.json"
+        if not st_config.is_file():
+            st_config = folder / "sentence_bert_config.json"
+        bert = _read_json(st_config) if st_config.is_file() else {}
+        if bert.get("do_lower_case"):
+            return None
+        max_len = int(bert.get("max_seq_length") or 0)
+        if max_len <= 0:
+            return None
+        prompts_file = folder / "config_sentence_transformers.json"
+        if prompts_file.is_file():
+            cfg = _read_json(prompts_file)
+            if (cfg.get("prompts") or {}).get("query") or cfg.get("default_prompt_name"):
+                return None
+        if not (tdir / "tokenizer.json").is_file() or not (tdir / "config.json").is_file():
+            return None
+        return QueryPlan(folder=folder, max_seq_length=max_len, transformer_dir=tdir)
+    except (OSError, ValueError, TypeError, AttributeError, IndexError, KeyError):
+        return None
+
+
+def cache_root() -> Path:
+    """``${INDEXPLUG_CACHE:-~/.cache/indexplug}/st-onnx-query``."""
+    base = os.environ.get("INDEXPLUG_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "indexplug"
+    )
+    return Path(base) / "st-onnx-query"
+
+
+def cache_file(model_name: str, folder: Path) -> Path:
+    """Where the export of ``folder`` lives.  The key is cheap to compute (file names, sizes and
+    modification times, no hashing of the weights) because every cold search computes it."""
+    import hashlib
+
+    h = hashlib.sha256(f"opset={OPSET}|fp32|{model_name}".encode())
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and path.suffix in (".json", ".safetensors", ".bin", ".txt"):
+            st = path.stat()
+            h.update(f"{path.relative_to(folder)}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in model_name)[-60:]
+    return cache_root() / f"{slug}-{h.hexdigest()[:16]}" / FILE
+
+
+def export(model: Any, model_name: str, folder: Path) -> Path:
+    """Export ``model``'s transformer (a loaded ``SentenceTransformer``) in float32, once."""
+    import torch
+
+    target = cache_file(model_name, folder)
+    if target.is_file():
+        return target
+    with _export_lock:
+        if target.is_file():
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        auto = model[0].auto_model
+
+        class Wrapper(torch.nn.Module):  # type: ignore[misc,unused-ignore]
+            def __init__(self, inner: Any) -> None:
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, input_ids: Any, attention_mask: Any) -> Any:
+                return self.inner(
+                    input_ids=input_ids, attention_mask=attention_mask
+                ).last_hidden_state
+
+        ids = torch.ones(1, 8, dtype=torch.long)
+        axes = {0: "batch", 1: "tokens"}
+        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            out = Path(tmp) / FILE
+            was_training = auto.training
+            auto.eval()
+            try:
+                # the tracer's notes about shapes it treats as constants (one query at a time
+                # of any length is what is exported; the tests compare every shape against
+                # torch) are noise on a user's terminal while an index is built
+                with torch.no_grad(), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    torch.onnx.export(
+                        Wrapper(auto),
+                        (ids, torch.ones_like(ids)),
+                        str(out),
+                        input_names=["input_ids", "attention_mask"],
+                        output_names=["token_embeddings"],
+                        dynamic_axes={
+                            "input_ids": axes,
+                            "attention_mask": axes,
+                            "token_embeddings": axes,
+                        },
+                        opset_version=OPSET,
+                        dynamo=False,
+                    )
+            finally:
+                auto.train(was_training)
+            os.replace(out, target)
+    return target
+
+
+class QueryEncoder:
+    """One model's torch-free text-query encoder (thread-safe: calls hold a lock)."""
+
+    def __init__(self, onnx_file: Path, plan: QueryPlan) -> None:
+        import onnxruntime as ort  # type: ignore[import-untyped,unused-ignore]
+        from tokenizers import Tokenizer
+
+        self.plan = plan
+        tok = Tokenizer.from_file(str(plan.transformer_dir / "tokenizer.json"))
+        tok.no_padding()
+        tok.enable_truncation(max_length=plan.max_seq_length, strategy="longest_first")
+        self._tokenizer = tok
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self._session = ort.InferenceSession(
+            str(onnx_file), opts, providers=["CPUExecutionProvider"]
+        )
+        self._lock = threading.Lock()
+
+    def encode(self, text: str) -> Any:
+        """The unit-length float32 vector of ``text`` (mean of its token vectors)."""
+        with self._lock:
+            enc = self._tokenizer.encode(text)
+            ids = np.asarray([enc.ids], dtype=np.int64)
+            mask = np.asarray([enc.attention_mask], dtype=np.int64)
+            tokens = self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (tokens * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        vec = pooled[0].astype(np.float32)
+        out: Any = (vec / max(float(np.linalg.norm(vec)), 1e-12)).astype(np.float32)
+        return out
+
+
+def load(
+    model_name: str, folder: Path | None, max_seq_length: int | None = None
+) -> QueryEncoder | None:
+    """The encoder for ``folder`` when it is allowed, installed and already exported; else None
+    (the caller then embeds with torch).  Never exports, never imports torch.
+    ``max_seq_length`` overrides the model's own truncation, as the embedder option does."""
+    if folder is None or engine() == "torch" or not runtime_installed():
+        return None
+    plan = plan_for(folder)
+    if plan is None:
+        return None
+    if max_seq_length:
+        plan = QueryPlan(plan.folder, int(max_seq_length), plan.transformer_dir)
+    target = cache_file(model_name, folder)
+    if not target.is_file():
+        return None
+    try:
+        return QueryEncoder(target, plan)
+    except Exception:
+        return None  # an unreadable cache entry: torch answers, and a rebuild re-exports
