@@ -257,7 +257,8 @@ def test_a_write_that_hits_its_deadline_keeps_what_it_committed() -> None:
     store = Store({3: stuck})
     g = Guard(store)
     try:
-        out = g.add("docs", MANY, deadline_s=1.0)
+        # long enough for the two batches before the stuck one on a loaded machine
+        out = g.add("docs", MANY, deadline_s=5.0)
         assert type(out) is IndexTimeout and out.committed == 2 * WRITE_BATCH
     finally:
         stuck.set()  # the abandoned call may now store its batch too

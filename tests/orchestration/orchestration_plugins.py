@@ -59,13 +59,32 @@ class DownBackend(_Base):
 
 
 class SlowBackend(_Base):
-    """Answers every search after SLEEP_S seconds, whatever its deadline."""
+    """Answers every search after SLEEP_S seconds, whatever its deadline; or, while ``HOLD``
+    is an event, only once a test sets it (a leg that has not answered, whatever the load)."""
 
     name = "test-slow"
     SLEEP_S = 3.0
+    HOLD: threading.Event | None = None
+    HOLD_BACKSTOP_S = 60.0
 
     def search(self, index, query, *, top_k, deadline, filters=None):
-        time.sleep(self.SLEEP_S)
+        hold = self.HOLD
+        if hold is not None:
+            hold.wait(self.HOLD_BACKSTOP_S)
+        else:
+            time.sleep(self.SLEEP_S)
+        return NoMatch(index=index, searched=1)
+
+
+class MeetingBackend(_Base):
+    """Answers a search only once another search of this backend has reached it too (both
+    at once): legs run one after the other never meet, and time out instead."""
+
+    name = "test-meet"
+    MEET = threading.Barrier(2)
+
+    def search(self, index, query, *, top_k, deadline, filters=None):
+        self.MEET.wait(timeout=max(deadline.remaining(), 0.001))
         return NoMatch(index=index, searched=1)
 
 
@@ -230,6 +249,7 @@ class _Plugin:
             BackendSpec(name="test-store", factory=_store),
             BackendSpec(name="test-down", factory=lambda ctx: DownBackend()),
             BackendSpec(name="test-slow", factory=lambda ctx: SlowBackend()),
+            BackendSpec(name="test-meet", factory=lambda ctx: MeetingBackend()),
             BackendSpec(name="test-broken", factory=lambda ctx: BrokenBackend()),
         ]
 

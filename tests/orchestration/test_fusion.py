@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,10 @@ backend = "test-slow"
 backend = "test-slow"
 [indexes.broken]
 backend = "test-broken"
+[indexes.meet]
+backend = "test-meet"
+[indexes.meet2]
+backend = "test-meet"
 
 [indexes.both]
 kind = "fusion"
@@ -138,22 +144,64 @@ def test_an_unavailable_leg_degrades_the_answer_naming_it(inv: Invoker) -> None:
     assert a["code"] == "NO_MATCH" and a["evidence"]["degraded"][0]["part"] == "down"
 
 
-def test_a_leg_past_the_deadline_is_named_and_the_rest_returned(inv: Invoker) -> None:
+@pytest.fixture
+def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The slow legs hold on until the test ends: a leg that has not answered, whatever the
+    machine's load (no clock needed to know the answer came without it)."""
+    from orchestration_plugins import SlowBackend
+
+    hold = threading.Event()
+    monkeypatch.setattr(SlowBackend, "HOLD", hold)
+    try:
+        yield
+    finally:
+        hold.set()
+
+
+def test_a_leg_past_the_deadline_is_named_and_the_rest_returned(inv: Invoker, held: None) -> None:
     call(inv, "add", {"index": "lex", "passages": PASSAGES})
-    t = time.monotonic()
-    a = call(inv, "search", {"indexes": ["lex", "slow"], "query": "otters", "deadline_s": 0.5})
-    took = time.monotonic() - t
-    assert took < 2.0, took  # 0.5 s deadline; generous for a loaded CI machine
-    assert a["code"] == "SEARCHED" and a["data"]["hits"]
+    # a deadline the sqlite leg meets on any machine; the slow leg never answers within it,
+    # so the answer came without waiting for it
+    a = call(inv, "search", {"indexes": ["lex", "slow"], "query": "otters", "deadline_s": 5})
+    assert a["code"] == "SEARCHED" and a["data"]["hits"], a
     (d,) = a["evidence"]["degraded"]
     assert d["part"] == "slow" and d["code"] == "INDEX_TIMEOUT"
 
 
-def test_legs_run_concurrently_under_one_deadline(inv: Invoker) -> None:
-    t = time.monotonic()
+def test_a_slow_machine_still_gets_the_legs_that_answered(
+    inv: Invoker, held: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fusion stops waiting for a late leg early enough to fuse the others and answer
+    within its own deadline on a loaded machine (here: fusing takes 0.1 s), instead of
+    losing every leg's answer to one INDEX_TIMEOUT."""
+    import indexplug.fusion as fusion_module
+
+    real = fusion_module.fuse_rankings
+
+    def slow_fuse(*a: Any, **kw: Any) -> Any:
+        time.sleep(0.1)  # a loaded machine's scheduling delays
+        return real(*a, **kw)
+
+    monkeypatch.setattr(fusion_module, "fuse_rankings", slow_fuse)
+    call(inv, "add", {"index": "lex", "passages": PASSAGES})
+    a = call(inv, "search", {"indexes": ["lex", "slow"], "query": "otters", "deadline_s": 5})
+    assert a["code"] == "SEARCHED" and a["data"]["hits"], a
+    assert a["evidence"]["degraded"][0]["part"] == "slow"
+
+
+def test_legs_run_concurrently(inv: Invoker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each meeting leg answers only once the other has reached it too: legs run one after
+    the other never meet, and would time out (a deadline no concurrent pair misses)."""
+    from orchestration_plugins import MeetingBackend
+
+    monkeypatch.setattr(MeetingBackend, "MEET", threading.Barrier(2))
+    a = call(inv, "search", {"indexes": ["meet", "meet2"], "query": "q", "deadline_s": 30})
+    assert a["code"] == "NO_MATCH", a
+    assert "degraded" not in a["evidence"] or not a["evidence"]["degraded"]
+
+
+def test_legs_all_past_the_deadline_time_out_naming_each(inv: Invoker, held: None) -> None:
     a = call(inv, "search", {"indexes": ["slow", "slow2"], "query": "q", "deadline_s": 1.0})
-    took = time.monotonic() - t
-    assert 0.9 < took < 1.9, took  # one deadline, not one per leg (that would be 2 s)
     assert a["code"] == "INDEX_TIMEOUT" and not a["ok"]
     reason = a["problem"]["reason"]
     assert "every leg timed out" in reason and "'slow'" in reason and "'slow2'" in reason
@@ -323,7 +371,7 @@ def test_a_real_server_backend_that_is_down_degrades_the_fusion(write_config: An
     with Invoker.from_source(cfg) as inv:
         call(inv, "add", {"index": "lex", "passages": PASSAGES})
         a = call(inv, "search", {"index": "hybrid", "query": "otters"})
-    assert a["code"] == "SEARCHED" and a["data"]["hits"]
+    assert a["code"] == "SEARCHED" and a["data"]["hits"], a
     (d,) = a["evidence"]["degraded"]
     assert d["part"] == "es" and d["code"] == "INDEX_UNAVAILABLE" and "127.0.0.1:9" in d["reason"]
 

@@ -61,6 +61,12 @@ DEFAULT_RRF_K = 60
 LEG_DEPTH = 100
 """Each leg is asked for at least this many hits: fusion needs more than the final top_k."""
 FUSION_BACKEND = "fusion"
+LEG_MARGIN_SHARE = 0.1
+"""The share of a fused op's deadline kept back from its legs (between twice the guards'
+settling time and :data:`LEG_MARGIN_MAX_S`, at most a quarter): the fusion's own time to
+fuse the legs that answered and hand them over, so a loaded machine still gets them rather
+than one ``INDEX_TIMEOUT`` for the whole answer."""
+LEG_MARGIN_MAX_S = 1.0
 
 T = TypeVar("T")
 
@@ -179,11 +185,12 @@ class FusionBackend:
     # -- machinery -----------------------------------------------------------------------
     def _run(self, deadline: Deadline, fn: Callable[[Leg, float], T]) -> list[tuple[Leg, T | None]]:
         """Run ``fn(leg, seconds)`` for every leg at once; ``None`` for a leg still busy when
-        its time is up.  Each leg gets the shared deadline less a margin (twice the guards'
-        settling time, at most a quarter of what is left), so that a leg's answer, its guard's
-        checks and this fusion's own work all land before the fusion's guard calls it late."""
+        its time is up.  Each leg gets the shared deadline less a margin (a tenth of what is
+        left, at least twice the guards' settling time, at most a second and a quarter of what
+        is left), so that a leg's answer, its guard's checks and this fusion's own work all
+        land before the fusion's guard calls it late, on a loaded machine too."""
         left = deadline.remaining()
-        margin = min(2 * SETTLE_S, left / 4)
+        margin = min(max(2 * SETTLE_S, left * LEG_MARGIN_SHARE), LEG_MARGIN_MAX_S, left / 4)
         seconds = max(left - margin, 0.001)
         futures: list[Future[T]] = [_POOL.get().submit(fn, leg, seconds) for leg in self.legs]
         wait(futures, timeout=seconds + margin / 2)

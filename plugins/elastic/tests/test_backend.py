@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -407,15 +406,14 @@ def test_a_bm25_search_fails_over_from_a_dead_host_within_its_deadline(
     assert make_single(embedder="hashing:default").backend.capabilities.cooperative_deadlines is (
         False
     )
+    # Within the deadline, with no clock: the guard answers IndexTimeout to any answer given
+    # after it, so a SEARCHED (or UNAVAILABLE) answer is the proof.  The deadlines are
+    # generous so a loaded machine meets them; the dead host refuses at once anyway.
     for _ in range(4):  # the client's round robin puts the dead host first in turn
-        started = time.monotonic()
-        out = g.search("fo", "item1", deadline_s=5)
+        out = g.search("fo", "item1", deadline_s=20)
         assert isinstance(out, Searched) and out.hits[0].passage.source.uri == "mem://doc/1", out
-        assert time.monotonic() - started < 5
     nowhere = make_single(hosts=[dead, dead])
-    started = time.monotonic()
-    assert isinstance(nowhere.search("fo", "item1", deadline_s=2), IndexUnavailable)
-    assert time.monotonic() - started < 2
+    assert isinstance(nowhere.search("fo", "item1", deadline_s=10), IndexUnavailable)
 
 
 def test_a_shard_that_started_under_a_search_is_asked_again(

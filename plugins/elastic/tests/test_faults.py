@@ -127,10 +127,10 @@ def test_no_master_then_both_nodes_down_then_the_same_backend_recovers(
             lambda: g.remove("outage", [ps[0].id], deadline_s=DEADLINE_S),
             lambda: g.call_extra("drop", "outage", deadline_s=DEADLINE_S),
         ):
-            started = time.monotonic()
+            # within the deadline, with no clock: the guard answers IndexTimeout to
+            # anything later, whatever it says
             out = call()
             assert isinstance(out, IndexUnavailable), out
-            assert time.monotonic() - started < DEADLINE_S
         # The backend's own answers (below the guard's readiness check) say the same.
         out = g.backend.search("outage", "otters", top_k=3, deadline=Deadline.after(DEADLINE_S))
         assert isinstance(out, IndexUnavailable) and "cannot reach" in out.reason
