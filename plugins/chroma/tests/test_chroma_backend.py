@@ -721,7 +721,7 @@ def test_hits_come_back_the_same_whichever_way_a_records_layout_sends_them() -> 
     import math
 
     from indexplug_chroma import records
-    from indexplug_chroma.backend import _hits
+    from indexplug_chroma.reads import _hits
 
     ps = [*corpus(4), *odd_passages()]
     docs = [records.to_record(p)[0] for p in ps]
@@ -781,7 +781,7 @@ def test_plain_documents_keep_the_text_alone_in_chromas_document(make_guard: Mak
     as plain text (the provenance in a metadata key); a collection keeps the layout it was
     created with whoever writes to it later, and both search the same."""
     from indexplug_chroma import records
-    from indexplug_chroma.backend import IN_DOCUMENT, RECORDS_KEY
+    from indexplug_chroma.collection import IN_DOCUMENT, RECORDS_KEY
 
     ps = corpus(6)
     plain, default = make_guard(plain_documents="true"), make_guard()

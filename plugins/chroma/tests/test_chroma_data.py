@@ -19,7 +19,7 @@ from indexplug.outcomes import Got, IndexFailed, IndexList, IndexStatus, NoMatch
 from indexplug.plugins import get_registry
 from indexplug.protocols import Embedder, Granularity, Readiness, Vector
 from indexplug_chroma import ChromaBackend, ChromaSettings, fields
-from indexplug_chroma.backend import FIELDS_KEY
+from indexplug_chroma.collection import FIELDS_KEY
 from indexplug_chroma.stores import collection_name
 from indexplug_chroma.testing import ChromaServer
 

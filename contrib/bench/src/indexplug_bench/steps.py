@@ -47,7 +47,7 @@ STEPS: dict[str, tuple[tuple[str, str], ...]] = {
     "indexplug chroma (MiniLM)": (
         ("embedder: query embedded", EMBED),
         ("chroma: query", QUERY),
-        ("backend: hits rebuilt", "indexplug_chroma.backend:_hits"),
+        ("backend: hits rebuilt", "indexplug_chroma.queries:_hits"),
         ("backend: whole search", "indexplug_chroma.backend:ChromaBackend._search"),
     ),
     "raw chromadb (MiniLM)": (
