@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from indexplug.audit import AuditError, AuditLog
 from indexplug.audit import page as audit_page
@@ -38,7 +38,19 @@ from indexplug.errors import (
     UnknownEmbedder,
 )
 from indexplug.fusion import FUSION_BACKEND, fuse_targets
-from indexplug.ingest import IngestReport
+from indexplug.invoke_add import _add_fresh, _all_known, _ids_of, _to_passage, _with_known
+from indexplug.invoke_parse import MAX_ARGS_DEPTH as MAX_ARGS_DEPTH
+from indexplug.invoke_parse import _validation_reason
+from indexplug.invoke_parse import nesting_depth as nesting_depth
+from indexplug.invoke_parse import parse_args as parse_args
+from indexplug.invoke_records import AUDITED as AUDITED
+from indexplug.invoke_records import CALLERS as CALLERS
+from indexplug.invoke_records import change_record as change_record
+from indexplug.invoke_render import _batch_item, _failure, _refused_item
+from indexplug.invoke_render import bad_request as bad_request
+from indexplug.invoke_render import exit_code as exit_code
+from indexplug.invoke_render import folder_code as folder_code
+from indexplug.invoke_render import refusal as refusal
 from indexplug.names import validate_index_name
 from indexplug.neighbours import chunkings, expand, record_chunking
 from indexplug.ops import (
@@ -101,8 +113,6 @@ from indexplug.ops import (
     batch_code,
 )
 from indexplug.outcomes import (
-    EXIT_CODES,
-    BadRequest,
     Got,
     Indexed,
     IndexFailed,
@@ -118,11 +128,9 @@ from indexplug.outcomes import (
     Searched,
 )
 from indexplug.packing import pack
-from indexplug.passages import Passage
 from indexplug.plugins import get_registry
 from indexplug.pools import LazyPool
 from indexplug.targets import Target
-from indexplug.transfer import EXIT_CODES as TRANSFER_EXIT_CODES
 
 if TYPE_CHECKING:
     from indexplug.history import HistoryStore
@@ -130,10 +138,6 @@ if TYPE_CHECKING:
 
 BATCH_WORKERS = 8
 DEFAULT_FOLDER_DEADLINE_S = 120.0
-MAX_ARGS_DEPTH = 32
-"""Deepest nesting of arrays and objects the arguments may have (the deepest any op needs is 4:
-``passages`` / a passage / its ``source`` / ``provenance``); deeper is ``BAD_REQUEST``, so no
-input can exhaust the stack of the parser, the validator or anything after them."""
 BLOCKING = LazyPool(32, "indexplug-invoke")
 """:meth:`Invoker.ainvoke`'s threads for the ops that have no coroutine form (index_folder,
 export, import, copy, backends, ops) and for context expansion: never the event loop's."""
@@ -141,122 +145,6 @@ PROGRESS: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
     "indexplug_progress", default=None
 )
 """The progress callback of the op running in this context (``invoke(..., progress=)``)."""
-AUDITED = frozenset({"add", "index_folder", "remove", "drop", "import", "copy", "clear_history"})
-"""The ops that change an index (or its history): each is recorded in the audit log where the
-configuration's ``[audit]`` says so (see :meth:`Invoker.audits`)."""
-CALLERS = ("python", "cli", "stdio", "http")
-"""Who a change or a search is recorded as made by (a token's name over HTTP, later)."""
-
-
-def exit_code(answer: Mapping[str, Any]) -> int:
-    """The exit status of an answer (what ``indexplug invoke`` exits with).
-
-    An outcome code maps through :data:`~indexplug.outcomes.EXIT_CODES` (the transfer codes
-    through :data:`indexplug.transfer.EXIT_CODES`: ``EXPORTED``, ``IMPORTED`` and ``COPIED`` 0,
-    ``COPY_MISMATCH`` 3); ``LISTED`` is 0; a
-    ``BATCH`` exits by its overall code (``evidence.overall``, see
-    :data:`~indexplug.ops.BATCH_ORDER`); anything else is ``INDEX_FAILED``'s.
-    """
-    code = answer.get("code")
-    if code == "LISTED":
-        return 0 if answer.get("ok") else EXIT_CODES["INDEX_FAILED"]
-    if code == "BATCH":
-        code = (answer.get("evidence") or {}).get("overall")
-    if str(code) in TRANSFER_EXIT_CODES:
-        return TRANSFER_EXIT_CODES[str(code)]
-    return EXIT_CODES.get(str(code), EXIT_CODES["INDEX_FAILED"])
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def parse_args(text: str | bytes) -> Any:
-    """JSON text as Python values, strictly: ``NaN`` and ``Infinity`` are refused, and so is
-    anything json cannot read (too deep for its recursion, an integer too long to convert).
-    Raises :class:`InvalidRequest` for ``args``."""
-    if not text.strip():
-        return {}
-    try:
-        return json.loads(text, parse_constant=_refuse_constant)
-    except RecursionError:
-        raise InvalidRequest(
-            f"args nest deeper than {MAX_ARGS_DEPTH} levels", field="args"
-        ) from None
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, a 5000-digit integer
-        reason = " ".join(str(exc).split())[:300]
-        raise InvalidRequest(f"args are not valid JSON: {reason}", field="args") from None
-
-
-def nesting_depth(value: Any, limit: int = MAX_ARGS_DEPTH) -> int:
-    """How deep ``value``'s arrays and objects nest, counted without recursion and only up to
-    ``limit + 1`` (so a cyclic structure stops too)."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, Mapping):
-            children: Any = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
-            continue
-        depth += 1
-        deepest = max(deepest, depth)
-        if deepest > limit:
-            return deepest
-        stack.extend((child, depth) for child in children)
-    return deepest
-
-
-def _answer_type(op: str) -> type[Answer[Any, Any]]:
-    spec = OPS.get(op)
-    return spec.result if spec is not None else Answer  # type: ignore[return-value]
-
-
-def refusal(op: str, outcome: BadRequest | NotAllowed) -> dict[str, Any]:
-    """The answer for a refused request (its shape fits every op's result schema)."""
-    problem = Problem(reason=outcome.reason, field=getattr(outcome, "field", None))
-    return Answer[Any, Any](
-        op=op, code=outcome.code, ok=False, message=outcome.message, problem=problem
-    ).model_dump(mode="json")
-
-
-def bad_request(op: str, reason: str, field: str | None = None, index: str = "") -> dict[str, Any]:
-    return refusal(op, BadRequest(index=index, field=field, reason=reason))
-
-
-def _field(loc: tuple[int | str, ...]) -> str:
-    return ".".join(str(p) for p in loc) or "args"
-
-
-def _validation_reason(exc: ValidationError) -> tuple[str, str]:
-    """The first problem of a failed validation as (reason, field), one line."""
-    first = exc.errors()[0]
-    msg = str(first["msg"]).removeprefix("Value error, ")
-    more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
-    return f"{msg}{more}", _field(first["loc"])
-
-
-def _problem_of(outcome: Any) -> Problem | None:
-    if isinstance(outcome, IndexFailed):
-        return Problem(reason=outcome.reason, error_type=outcome.error_type)
-    if isinstance(outcome, IndexTimeout):
-        return Problem(reason=outcome.reason, deadline_s=outcome.deadline_s)
-    if isinstance(outcome, IndexUnavailable):
-        return Problem(reason=outcome.reason)
-    return None
-
-
-def _failure(op: str, outcome: Any, evidence: BaseModel | None = None) -> Answer[Any, Any]:
-    return _answer_type(op)(
-        op=op,
-        code=outcome.code,
-        ok=False,
-        message=outcome.message,
-        evidence=evidence,
-        problem=_problem_of(outcome),
-    )
 
 
 class Invoker:
@@ -1553,66 +1441,6 @@ class Invoker:
         )  # type: ignore[return-value]
 
 
-def _ids_of(passages: list[Passage]) -> list[str]:
-    return list(dict.fromkeys(p.id for p in passages))
-
-
-def _all_known(t: Target, passages: list[Passage]) -> Indexed:
-    ids = _ids_of(passages)
-    return Indexed(index=t.index, backend=t.guard.name, added=0, known=len(ids), known_ids=ids)
-
-
-def _with_known(out: Any, passages: list[Passage], stored: set[str]) -> Any:
-    """``out`` of an add of the passages not in ``stored``, counting those left out as known."""
-    if not stored or not isinstance(out, Indexed):
-        return out
-    skipped = [i for i in _ids_of(passages) if i in stored]
-    return out.model_copy(
-        update={"known": out.known + len(skipped), "known_ids": [*out.known_ids, *skipped]}
-    )
-
-
-def _add_fresh(t: Target, kw: dict[str, Any], stored: set[str], add: Callable[..., Any]) -> Any:
-    """Add the passages of ``kw`` that are not in ``stored`` (all of them when none is)."""
-    fresh = [p for p in kw["passages"] if p.id not in stored]
-    if not fresh:
-        return _all_known(t, kw["passages"])
-    return _with_known(add(t.index, **{**kw, "passages": fresh}), kw["passages"], stored)
-
-
-def change_record(op: str, parsed: Any, answer: Mapping[str, Any], caller: str) -> dict[str, Any]:
-    """The audit record of a change ``op`` answered ``answer`` to: counts from its data, the
-    ids it added or removed, the keys it named, and what it read from (copy, import)."""
-    data = answer.get("data") or {}
-    evidence = answer.get("evidence") or {}
-    counts = {
-        k: v
-        for k, v in (data.items() if isinstance(data, Mapping) else ())
-        if isinstance(v, int) and not isinstance(v, bool)
-    }
-    ids = list(data.get("added_ids") or data.get("removed_ids") or [])
-    keys: list[str] = list(getattr(parsed, "keys", None) or [])
-    if op == "add":
-        keys = sorted({p.key for p in parsed.passages if p.key is not None})
-    detail: dict[str, Any] = {}
-    for name in ("source", "path", "filters", "before"):
-        value = getattr(parsed, name, None)
-        if value is not None:
-            detail[name] = value
-    return {
-        "op": op,
-        "caller": caller,
-        "index": str(getattr(parsed, "index", "") or ""),
-        "backend": str(evidence.get("backend", "") if isinstance(evidence, Mapping) else ""),
-        "outcome": str(answer.get("code", "")),
-        "ok": bool(answer.get("ok")),
-        "counts": counts,
-        "ids": ids,
-        "keys": keys,
-        "detail": detail,
-    }
-
-
 def end_id(t: Target) -> str:
     """How a copy's checkpoint names one end: ``BACKEND:INDEX``, and a digest of the backend's
     settings when it has any (two stores of one backend with an index of the same name are
@@ -1642,69 +1470,6 @@ def _not_fused(t: Target) -> None:
 def _offers_drop(t: Target) -> None:
     if not callable(getattr(t.guard.backend, "op_drop", None)):
         raise InvalidRequest(f"backend '{t.backend_name}' does not offer 'drop'", field="index")
-
-
-def _batch_item(q: str, got: Answer[Any, Any]) -> BatchItem:
-    return BatchItem.model_validate({**got.model_dump(), "query": q})
-
-
-def _refused_item(t: Target, q: str, exc: InvalidRequest) -> BatchItem:
-    bad = BadRequest(index=t.index, field=exc.field, reason=str(exc))
-    return BatchItem(
-        op="search",
-        query=q,
-        code=bad.code,
-        ok=False,
-        message=bad.message,
-        problem=Problem(reason=bad.reason, field=bad.field),
-    )
-
-
-def folder_code(report: IngestReport) -> str:
-    """The code of an ``index_folder`` run: ``INDEXED``, else what its first failed write
-    said (``OVER_BUDGET``, ``INDEX_UNAVAILABLE``, ``INDEX_TIMEOUT``; otherwise
-    ``INDEX_FAILED``).  The CLI's ``index`` exits by it too."""
-    if report.ok:
-        return "INDEXED"
-    first = report.failures[0]
-    for code, marker in (
-        ("OVER_BUDGET", "over its budget"),
-        ("INDEX_UNAVAILABLE", "is unavailable"),
-        ("INDEX_TIMEOUT", "timed out"),
-    ):
-        if marker in first:
-            return code
-    return "INDEX_FAILED"
-
-
-def _to_passage(p: Any, i: int) -> Passage:
-    if (p.uri is None) == (p.source is None):
-        raise InvalidRequest("give exactly one of 'uri' or 'source'", field=f"passages.{i}.uri")
-    try:
-        out = Passage.create(
-            p.text,
-            p.uri or p.source.uri,
-            start=p.start,
-            end=p.end,
-            source=p.source,
-            document_sha256=p.document_sha256,
-            metadata=p.metadata,
-            key=p.key,
-        )
-    except (ValidationError, ValueError) as exc:
-        text = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-        raise InvalidRequest(text, field=f"passages.{i}") from None
-    if p.id is not None and p.id != out.id:
-        raise InvalidRequest(
-            "id is not the passage's content address (text, uri and span)",
-            field=f"passages.{i}.id",
-        )
-    if p.digest is not None and p.digest != out.digest:
-        raise InvalidRequest(
-            "digest does not match the passage's fields (source, span, metadata)",
-            field=f"passages.{i}.digest",
-        )
-    return out
 
 
 def invoke(
