@@ -10,7 +10,7 @@ import indexplug
 import pytest
 from indexplug import Passage, Searched
 from indexplug.testing import BackendFactory
-from indexplug.testing.checks import _VOCAB
+from indexplug.testing.checks.scale import _VOCAB
 from indexplug_usearch import backend as backend_mod
 
 TEXTS = ["otters hold hands", "sea lions sleep", "volcanoes erupt lava", "protein folding"]
