@@ -139,17 +139,81 @@ def _config() -> str:
     return "\n".join(lines)
 
 
+def _schema_type(prop: dict[str, Any]) -> str:
+    """A short, readable type for one JSON Schema property ("integer", "string \\| null")."""
+    if "enum" in prop:
+        return " \\| ".join(f"`{json.dumps(v)}`" for v in prop["enum"])
+    if "const" in prop:
+        return f"`{json.dumps(prop['const'])}`"
+    if "$ref" in prop:
+        return f"`{prop['$ref'].split('/')[-1]}` (below)"
+    if "anyOf" in prop:
+        return " \\| ".join(_schema_type(x) for x in prop["anyOf"])
+    kind = str(prop.get("type", "any"))
+    if kind == "array" and "items" in prop:
+        return f"array of {_schema_type(prop['items'])}"
+    if kind == "object" and isinstance(prop.get("additionalProperties"), dict):
+        return f"object of {_schema_type(prop['additionalProperties'])}"
+    return kind
+
+
+_LIMITS = (
+    ("minimum", "≥ {}"),
+    ("exclusiveMinimum", "> {}"),
+    ("maximum", "≤ {}"),
+    ("exclusiveMaximum", "< {}"),
+    ("minLength", "length ≥ {}"),
+    ("maxLength", "length ≤ {}"),
+    ("minItems", "items ≥ {}"),
+    ("maxItems", "items ≤ {}"),
+    ("pattern", "matches `{}`"),
+)
+
+
+def _schema_limits(prop: dict[str, Any]) -> str:
+    """The constraints of one property and of its non-null alternatives."""
+    found: list[str] = []
+    for alt in [prop, *prop.get("anyOf", []), prop.get("items", {})]:
+        for key, fmt in _LIMITS:
+            if key in alt:
+                text = fmt.format(str(alt[key]).replace("|", "\\|"))
+                if text not in found:
+                    found.append(text)
+    return ", ".join(found)
+
+
+def _schema_table(schema: dict[str, Any]) -> list[str]:
+    """One row per property: name, type, required or default, constraints, description."""
+    required = set(schema.get("required", []))
+    rows = ["| argument | type | default | limits | description |", "|---|---|---|---|---|"]
+    for name, prop in sorted(schema.get("properties", {}).items()):
+        if name in required:
+            default = "required"
+        elif "default" in prop and prop["default"] not in (None, {}, []):
+            default = f"`{json.dumps(prop['default'])}`"
+        else:
+            default = ""
+        description = str(prop.get("description", "")).replace("|", "\\|").replace("\n", " ")
+        rows.append(
+            f"| `{name}` | {_schema_type(prop)} | {default} | {_schema_limits(prop)} "
+            f"| {description} |"
+        )
+    return rows
+
+
 def _ops() -> str:
     from indexplug.ops import op_catalogue
 
     lines = [
         "# Ops reference",
         "",
-        "Generated from the `invoke` op models by `docs/gen_reference.py`: the same JSON Schemas",
-        "`indexplug invoke ops` and the MCP server publish.",
+        "Generated from the `invoke` op models by `docs/gen_reference.py`.  The full JSON Schemas",
+        "are what `indexplug invoke ops` and the MCP server publish; this page shows the same",
+        "arguments as tables.",
         "",
     ]
     for op in op_catalogue():
+        schema = op["arguments"]
         lines.append(f"## `{op['name']}`")
         lines.append("")
         lines.append(op.get("description", ""))
@@ -157,12 +221,22 @@ def _ops() -> str:
             lines.append("")
             lines.append("*Sensitive: runs only where the configuration allows removal.*")
         lines.append("")
+        if not schema.get("properties"):
+            lines.append("No arguments.")
+            lines.append("")
+            continue
         lines.append("Arguments:")
         lines.append("")
-        lines.append("```json")
-        lines.append(json.dumps(op["arguments"], indent=2, sort_keys=True))
-        lines.append("```")
+        lines.extend(_schema_table(schema))
         lines.append("")
+        for name, sub in sorted(schema.get("$defs", {}).items()):
+            lines.append(f"### {name}")
+            lines.append("")
+            if sub.get("description"):
+                lines.append(str(sub["description"]))
+                lines.append("")
+            lines.extend(_schema_table(sub) if sub.get("properties") else [f"{_schema_type(sub)}"])
+            lines.append("")
     return "\n".join(lines)
 
 
