@@ -37,6 +37,9 @@ from indexplug_haystack.codec import (
 from indexplug_haystack.embedder import haystack_embedder
 from indexplug_haystack.filters import Plan, residual, translate
 
+STORE_MODULE = "haystack_integrations.document_stores.indexplug"
+"""Where Haystack finds the store (see :mod:`haystack_integrations.document_stores.indexplug`)."""
+
 _GET_CHUNK = 10_000
 _SCAN_PAGE = 500
 
@@ -64,6 +67,11 @@ class IndexplugDocumentStore:
     it but not searched.  With ``guard=``, the guard must have been opened with the pair
     (``indexplug.open_backend(name, options, embedder=haystack_embedder(text, document))``).
     """
+
+    # Haystack loads saved pipelines' classes only from trusted modules (``haystack``,
+    # ``haystack_integrations``...): the store's public home is the integrations namespace,
+    # so ``to_dict`` names it there and ``Pipeline.loads`` needs no ``allowed_modules``.
+    __module__ = STORE_MODULE
 
     def __init__(
         self,
