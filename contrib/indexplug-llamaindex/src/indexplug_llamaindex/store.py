@@ -92,7 +92,7 @@ class IndexplugVectorStore(BasePydanticVectorStore):
 
     stores_text: bool = True
     is_embedding_query: bool = False
-    flat_metadata: bool = True
+    flat_metadata: bool = False  # nested metadata is kept (indexplug_llamaindex.nodes)
     index: str
     deadline_s: float | None = None
 
