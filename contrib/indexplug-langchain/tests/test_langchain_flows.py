@@ -96,25 +96,38 @@ def test_index_twice_writes_nothing_the_second_time(
 ) -> None:
     manager = _manager()
     docs = _docs(SOURCES)
-    first = index(docs, manager, store, cleanup=cleanup, source_id_key="source")
+    first = index(
+        docs, manager, store, cleanup=cleanup, source_id_key="source", key_encoder="sha256"
+    )
     assert first == {"num_added": 4, "num_updated": 0, "num_skipped": 0, "num_deleted": 0}
     before = _stored(store)
     calls = getattr(store.embeddings, "calls", 0)
 
-    again = index(docs, manager, store, cleanup=cleanup, source_id_key="source")
+    again = index(
+        docs, manager, store, cleanup=cleanup, source_id_key="source", key_encoder="sha256"
+    )
     assert again == {"num_added": 0, "num_updated": 0, "num_skipped": 4, "num_deleted": 0}
     assert _stored(store) == before
     assert getattr(store.embeddings, "calls", 0) == calls  # nothing was embedded again
 
     # an edited source: its new text is written and its old one removed
     edited = {**SOURCES, "coffee.md": ["Espresso is brewed under pressure; crema on top."]}
-    third = index(_docs(edited), manager, store, cleanup=cleanup, source_id_key="source")
+    third = index(
+        _docs(edited), manager, store, cleanup=cleanup, source_id_key="source", key_encoder="sha256"
+    )
     assert third == {"num_added": 1, "num_updated": 0, "num_skipped": 3, "num_deleted": 1}
     assert _stored(store) == sorted(d.page_content for d in _docs(edited))
 
 
 def test_an_lcel_chain_answers_from_the_indexed_documents(store: IndexplugVectorStore) -> None:
-    index(_docs(SOURCES), _manager(), store, cleanup="incremental", source_id_key="source")
+    index(
+        _docs(SOURCES),
+        _manager(),
+        store,
+        cleanup="incremental",
+        source_id_key="source",
+        key_encoder="sha256",
+    )
     retriever = store.as_retriever(search_kwargs={"k": 2})
     prompt = PromptTemplate.from_template("Context:\n{context}\n\nQuestion: {question}\nAnswer:")
     seen: list[str] = []
