@@ -1,9 +1,10 @@
-"""Haystack's own DocumentStore tests, sync and async, unmodified, on sqlite-fts5 and chroma.
+"""Haystack's own DocumentStore tests: the extended suite and every optional mixin it ships,
+sync and async, unmodified, on sqlite-fts5 and chroma (``DocumentStoreBaseExtendedTests``: the
+base suite plus ``delete_all_documents``, ``delete_by_filter``, ``update_by_filter``; then the
+counts and the metadata-field queries).
 
-Only the ``document_store`` fixture is given, plus ``test_write_documents``, which Haystack's
-base class leaves to each store (it raises ``NotImplementedError`` until overridden, because the
-default policy is the store's choice): here ``NONE`` means ``FAIL``, as in Haystack's own
-in-memory store.  The same holds for ``test_write_documents_async``.
+The base suite's ``test_write_documents`` is left to each store by Haystack (the default policy
+is the store's choice); it is given here as in ``test_standard_suite.py``.
 """
 
 from __future__ import annotations
@@ -12,15 +13,32 @@ import pytest
 from haystack.dataclasses import Document
 from haystack.document_stores.errors import DuplicateDocumentError
 from haystack.document_stores.types import DocumentStore
-from haystack.testing.document_store import DocumentStoreBaseTests
+from haystack.testing.document_store import (
+    CountDocumentsByFilterTest,
+    CountUniqueMetadataByFilterTest,
+    DocumentStoreBaseExtendedTests,
+    GetMetadataFieldMinMaxTest,
+    GetMetadataFieldsInfoTest,
+    GetMetadataFieldUniqueValuesTest,
+)
 from haystack.testing.document_store_async import (
     AsyncDocumentStore,
     CountDocumentsAsyncTest,
+    CountDocumentsByFilterAsyncTest,
+    CountUniqueMetadataByFilterAsyncTest,
+    DeleteAllAsyncTest,
+    DeleteByFilterAsyncTest,
     DeleteDocumentsAsyncTest,
     FilterDocumentsAsyncTest,
+    GetMetadataFieldMinMaxAsyncTest,
+    GetMetadataFieldsInfoAsyncTest,
+    GetMetadataFieldUniqueValuesAsyncTest,
+    UpdateByFilterAsyncTest,
     WriteDocumentsAsyncTest,
 )
-from indexplug_haystack import IndexplugDocumentStore
+from haystack_integrations.document_stores.indexplug import IndexplugDocumentStore
+
+BACKENDS = {"sqlite-fts5": {}, "chroma": {"embedder": "hashing:default"}}
 
 
 class _DefaultPolicy:
@@ -30,20 +48,6 @@ class _DefaultPolicy:
         with pytest.raises(DuplicateDocumentError):
             document_store.write_documents(docs)
         assert document_store.filter_documents() == docs
-
-
-class TestSqliteFts5(_DefaultPolicy, DocumentStoreBaseTests):
-    @pytest.fixture
-    def document_store(self) -> IndexplugDocumentStore:
-        return IndexplugDocumentStore("haystack", backend="sqlite-fts5")
-
-
-class TestChroma(_DefaultPolicy, DocumentStoreBaseTests):
-    @pytest.fixture
-    def document_store(self) -> IndexplugDocumentStore:
-        return IndexplugDocumentStore(
-            "haystack", backend="chroma", options={"embedder": "hashing:default"}
-        )
 
 
 class _DefaultPolicyAsync:
@@ -56,26 +60,41 @@ class _DefaultPolicyAsync:
         assert await document_store.filter_documents_async() == docs
 
 
-class _AsyncSuite(
+class _Store:
+    @pytest.fixture(params=sorted(BACKENDS))
+    def document_store(self, request: pytest.FixtureRequest) -> IndexplugDocumentStore:
+        return IndexplugDocumentStore(
+            "extended", backend=request.param, options=BACKENDS[request.param]
+        )
+
+
+class TestExtended(
+    _Store,
+    _DefaultPolicy,
+    DocumentStoreBaseExtendedTests,
+    CountDocumentsByFilterTest,
+    CountUniqueMetadataByFilterTest,
+    GetMetadataFieldsInfoTest,
+    GetMetadataFieldMinMaxTest,
+    GetMetadataFieldUniqueValuesTest,
+):
+    """Every sync test Haystack ships for a document store."""
+
+
+class TestExtendedAsync(
+    _Store,
     _DefaultPolicyAsync,
     CountDocumentsAsyncTest,
     DeleteDocumentsAsyncTest,
     FilterDocumentsAsyncTest,
     WriteDocumentsAsyncTest,
+    DeleteAllAsyncTest,
+    DeleteByFilterAsyncTest,
+    UpdateByFilterAsyncTest,
+    CountDocumentsByFilterAsyncTest,
+    CountUniqueMetadataByFilterAsyncTest,
+    GetMetadataFieldsInfoAsyncTest,
+    GetMetadataFieldMinMaxAsyncTest,
+    GetMetadataFieldUniqueValuesAsyncTest,
 ):
-    """Haystack's async store tests (count, write, delete, filter: the async forms of the
-    base suite's classes)."""
-
-
-class TestSqliteFts5Async(_AsyncSuite):
-    @pytest.fixture
-    def document_store(self) -> IndexplugDocumentStore:
-        return IndexplugDocumentStore("haystack", backend="sqlite-fts5")
-
-
-class TestChromaAsync(_AsyncSuite):
-    @pytest.fixture
-    def document_store(self) -> IndexplugDocumentStore:
-        return IndexplugDocumentStore(
-            "haystack", backend="chroma", options={"embedder": "hashing:default"}
-        )
+    """Every async test Haystack ships for a document store."""

@@ -8,7 +8,9 @@
   finite floats, booleans, ``None``) are real passage metadata, so filters run in the backend.
 * Tuples in meta values are stored as lists, as JSON writes them (``DocumentSplitter`` with
   ``split_overlap`` puts ``(start, end)`` tuples in ``meta["_split_overlap"]``), so they come
-  back as lists; any other value that is not JSON is refused naming the key.
+  back as lists.  ``datetime``, ``date`` and ``time`` values (anywhere in a value) are kept
+  and come back as they were, as in Haystack's in-memory store, whose filters compare
+  datetimes; any other value that is not JSON is refused naming the key.
 * Everything else (the embedding, the sparse embedding, the blob, meta values that are lists,
   dicts or out of range, and the write order) is one JSON record under the metadata key
   :data:`RECORD_KEY`; :data:`ENCODED_KEY` lists the meta keys kept only in that record, so that
@@ -18,6 +20,7 @@
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import hashlib
 import json
 import math
@@ -27,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from haystack.dataclasses import ByteStream, Document, SparseEmbedding
-from indexplug import Passage
+from indexplug import Passage, typed_json
 from indexplug.passages import MAX_KEY_CHARS, MAX_PASSAGE_CHARS
 
 RECORD_KEY = "indexplug"
@@ -111,7 +114,7 @@ def plain_json(value: Any, where: str, depth: int = 0) -> Any:
     return value
 
 
-def _check_json(value: Any, where: str) -> None:
+def _check_json(value: Any, where: str, *, dates: bool = True) -> None:
     """Refuse a meta value that JSON cannot give back as it was (a tuple, a set, a datetime,
     a dict with keys that are not strings...): Haystack meta must be JSON."""
     stack: list[tuple[Any, str]] = [(value, where)]
@@ -125,6 +128,8 @@ def _check_json(value: Any, where: str) -> None:
             if type(item) is str and not _encodable(item):
                 raise MetadataRefused(f"{path}: text that is not Unicode (a lone surrogate)")
             continue
+        if dates and isinstance(item, (dt.datetime, dt.date, dt.time)):
+            continue  # kept in the record, typed (see :func:`to_passage`)
         if type(item) is list:
             stack.extend((v, f"{path}[{i}]") for i, v in enumerate(item))
             continue
@@ -135,8 +140,9 @@ def _check_json(value: Any, where: str) -> None:
                 stack.append((v, f"{path}.{k}"))
             continue
         raise MetadataRefused(
-            f"{path}: a {type(item).__name__} is not a JSON value (meta must be JSON: "
-            "strings, numbers, booleans, null, lists and dicts)"
+            f"{path}: a {type(item).__name__} cannot be stored (meta values are JSON: "
+            "strings, numbers, booleans, null, lists and dicts; and datetime, date and time "
+            "values, which Haystack's filters compare as dates)"
         )
 
 
@@ -206,14 +212,19 @@ def to_passage(doc: Document, seq: int) -> Passage:
     if doc.sparse_embedding is not None:
         record["sparse_embedding"] = doc.sparse_embedding.to_dict()
     if doc.blob is not None:
-        _check_json(doc.blob.meta, f"document {key!r}: blob.meta")
+        _check_json(doc.blob.meta, f"document {key!r}: blob.meta", dates=False)
         record["blob"] = {
             "data": base64.b64encode(doc.blob.data).decode("ascii"),
             "meta": doc.blob.meta,
             "mime_type": doc.blob.mime_type,
         }
     if encoded:
-        record["meta"] = encoded
+        if typed_json.is_plain(encoded):
+            record["meta"] = encoded
+        else:  # dates: kept as typed JSON text, so they come back as dates
+            record["typed_meta"] = typed_json.dumps(
+                encoded, f"document {key!r}: meta", allow_nan=True
+            )
         flat[ENCODED_KEY] = sorted(encoded)
     record_json = json.dumps(record, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
     flat[RECORD_KEY] = record_json
@@ -262,6 +273,8 @@ def to_document(passage: Passage, *, score: float | None = None) -> Document:
     if record is None:
         return Document(id=doc_id, content=passage.text, meta=meta, score=score)
     meta.update(record.get("meta", {}))
+    if isinstance(record.get("typed_meta"), str):
+        meta.update(typed_json.loads(record["typed_meta"]))
     content = record.get("content", passage.text)
     blob = None
     if "blob" in record:

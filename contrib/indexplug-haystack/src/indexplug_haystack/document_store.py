@@ -35,7 +35,11 @@ from indexplug_haystack.codec import (
     to_passage,
 )
 from indexplug_haystack.embedder import haystack_embedder
+from indexplug_haystack.extended import ExtendedOperations
 from indexplug_haystack.filters import Plan, residual, translate
+
+STORE_MODULE = "haystack_integrations.document_stores.indexplug"
+"""Where Haystack finds the store (see :mod:`haystack_integrations.document_stores.indexplug`)."""
 
 _GET_CHUNK = 10_000
 _SCAN_PAGE = 500
@@ -47,7 +51,7 @@ def raise_outcome(outcome: Any) -> NoReturn:
     raise OutcomeError(outcome)
 
 
-class IndexplugDocumentStore:
+class IndexplugDocumentStore(ExtendedOperations):
     """Haystack documents in index ``index`` of an indexplug backend.
 
     Give the backend one of three ways: ``backend`` (a name, ``"sqlite-fts5"`` by default) with
@@ -63,7 +67,16 @@ class IndexplugDocumentStore:
     model.  A lexical backend never calls them.  A document's own ``embedding`` is stored with
     it but not searched.  With ``guard=``, the guard must have been opened with the pair
     (``indexplug.open_backend(name, options, embedder=haystack_embedder(text, document))``).
+
+    The extended operations (``delete_all_documents``, ``delete_by_filter``,
+    ``update_by_filter``, the counts and the metadata-field queries) are
+    :class:`~indexplug_haystack.extended.ExtendedOperations`.
     """
+
+    # Haystack loads saved pipelines' classes only from trusted modules (``haystack``,
+    # ``haystack_integrations``...): the store's public home is the integrations namespace,
+    # so ``to_dict`` names it there and ``Pipeline.loads`` needs no ``allowed_modules``.
+    __module__ = STORE_MODULE
 
     def __init__(
         self,

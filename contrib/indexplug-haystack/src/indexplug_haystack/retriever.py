@@ -25,6 +25,10 @@ from indexplug_haystack.codec import RECORD_KEY, to_document
 from indexplug_haystack.document_store import IndexplugDocumentStore, raise_outcome
 from indexplug_haystack.filters import Plan, residual
 
+RETRIEVER_MODULE = "haystack_integrations.components.retrievers.indexplug"
+"""Where Haystack finds the retriever (see
+:mod:`haystack_integrations.components.retrievers.indexplug`)."""
+
 _WIDEN = 4
 """How much more a search asks for, each round, when the filter is checked on the hits."""
 
@@ -58,6 +62,10 @@ class IndexplugRetriever:
     filters given to :meth:`run` replace them (``REPLACE``, the default) or are merged with
     them (``MERGE``).
     """
+
+    # the public home Haystack trusts when loading a saved pipeline (set before ``@component``
+    # registers the class under its module's name)
+    __module__ = RETRIEVER_MODULE
 
     def __init__(
         self,

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 import indexplug
+from indexplug import typed_json
 from indexplug.errors import InvalidRequest
 from langchain_core.documents import Document
 from pydantic import ValidationError
@@ -29,8 +30,8 @@ class ReservedMetadataKey(InvalidRequest):
 
     def __init__(self, where: str) -> None:
         super().__init__(
-            f"metadata key {NAMESPACE!r} is reserved for the adapter's own fields ({where}); "
-            "rename it",
+            f"metadata keys {NAMESPACE!r} and '{NAMESPACE}.*' are reserved for the adapter's "
+            f"own fields ({where}); rename it",
             field=f"metadata.{NAMESPACE}",
         )
 
@@ -65,10 +66,25 @@ def _scalar(value: Any) -> bool:
     return type(value) in (str, int, bool)
 
 
+RECORD_KEY = "indexplug.meta"
+"""The passage metadata key holding, as JSON text (:mod:`indexplug.typed_json`), the metadata
+values passage metadata cannot hold as they are (nested dicts, lists of those, dates, tuples)."""
+RESERVED_PREFIX = NAMESPACE + "."
+
+
+def _flat(value: Any) -> bool:
+    return (
+        value is None or _scalar(value) or (type(value) is list and all(_scalar(v) for v in value))
+    )
+
+
 def flat_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``metadata`` checked to be what a passage stores exactly: str, int, finite float, bool,
-    None, or a list of str/int/finite float/bool.  Anything else (a nested dict, a tuple, a
-    date) is refused naming the key, never converted: it would not come back equal."""
+    """``metadata`` as passage metadata.  What a passage holds as it is (str, int, finite
+    float, bool, None, a list of str/int/finite float/bool) is stored under its own key, so
+    filters see it; every other value LangChain's in-memory store would keep (a nested dict,
+    a list of those, a ``datetime``, ``date`` or ``time``, a tuple) is kept exactly in one
+    JSON record under :data:`RECORD_KEY`, out of the filters' sight, and comes back equal and
+    of the same type.  Anything else (a set, bytes, an object) is refused naming the key."""
     if metadata is None:
         return {}
     if not isinstance(metadata, Mapping):
@@ -76,23 +92,26 @@ def flat_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
             f"metadata must be a dict, not {type(metadata).__name__}", field="metadata"
         )
     out: dict[str, Any] = {}
+    kept: dict[str, Any] = {}
     for key, value in metadata.items():
         if not isinstance(key, str):
             raise UnstorableMetadata(f"metadata key {key!r} is not a string", field="metadata")
-        if key == NAMESPACE:
-            raise ReservedMetadataKey("given in a document to add")
-        ok = (
-            value is None
-            or _scalar(value)
-            or (type(value) is list and all(_scalar(v) for v in value))
-        )
-        if not ok:
+        if key == NAMESPACE or key.startswith(RESERVED_PREFIX):
+            raise ReservedMetadataKey(f"{key!r} given in a document to add")
+        if _flat(value):
+            out[key] = list(value) if type(value) is list else value
+            continue
+        try:
+            typed_json.dumps(value, f"metadata {key!r}")
+        except typed_json.UnstorableValue as exc:
             raise UnstorableMetadata(
-                f"metadata {key!r} is a {type(value).__name__}: indexplug stores str, int, "
-                "finite float, bool, None and lists of those, nothing nested",
+                f"{exc}: LangChain metadata is kept when it is JSON (any nesting), a tuple, or "
+                "a datetime, date or time",
                 field=f"metadata.{key}",
-            )
-        out[key] = list(value) if type(value) is list else value
+            ) from exc
+        kept[key] = value
+    if kept:
+        out[RECORD_KEY] = typed_json.dumps(kept, "metadata")
     return out
 
 
@@ -125,8 +144,21 @@ def document_id(p: indexplug.Passage) -> str:
 
 
 def user_metadata(p: indexplug.Passage) -> dict[str, Any]:
-    """The passage's metadata as a plain, mutable dict (lists as plain lists)."""
-    return {k: list(v) if isinstance(v, list) else v for k, v in p.metadata.items()}
+    """The passage's metadata as a plain, mutable dict (lists as plain lists), with the values
+    kept in the :data:`RECORD_KEY` record back in their places."""
+    meta = {k: list(v) if isinstance(v, list) else v for k, v in p.metadata.items()}
+    raw = meta.pop(RECORD_KEY, None)
+    if isinstance(raw, str):
+        try:
+            kept = typed_json.loads(raw)
+        except ValueError:
+            kept = None
+        if not isinstance(kept, dict):
+            raise ReservedMetadataKey(f"stored with passage {p.id[:12]}... outside this adapter")
+        meta.update(kept)
+    elif raw is not None:
+        meta[RECORD_KEY] = raw
+    return meta
 
 
 def passage_document(p: indexplug.Passage) -> Document:

@@ -1,8 +1,12 @@
 """LlamaIndex nodes to indexplug passages and back.
 
 One node is one passage, keyed by the node id (so adding a node again replaces it).  The
-user's metadata is stored as it is, under its own keys (so it can be filtered on); the
-adapter's own record sits beside it under reserved keys in the ``indexplug.`` namespace:
+user's flat metadata (str, int, finite float, bool, None, lists of those) is stored as it is,
+under its own keys (so it can be filtered on); what else LlamaIndex's ``SimpleVectorStore``
+keeps (nested dicts, lists of those, dates, tuples) is kept exactly in the node record below
+and comes back equal and of the same types, out of the filters' sight; anything else (a set,
+bytes, an object) is refused naming the key.  The adapter's own record sits beside it under
+reserved keys in the ``indexplug.`` namespace:
 
 * ``indexplug.node_id``: the node id (what ``node_ids`` queries filter on);
 * ``indexplug.ref_doc_id``: the id of the node's source document (``delete(ref_doc_id)``);
@@ -25,6 +29,7 @@ from typing import Any
 from urllib.parse import quote
 
 import indexplug
+from indexplug import typed_json
 from llama_index.core.schema import (
     BaseNode,
     Document,
@@ -40,6 +45,9 @@ REF_DOC_ID = "indexplug.ref_doc_id"
 NODE_JSON = "indexplug.node"
 RESERVED = (NODE_ID, REF_DOC_ID, NODE_JSON)
 _NODE_CLASSES: dict[str, type[BaseNode]] = {"TextNode": TextNode, "Document": Document}
+KEPT_METADATA = "kept_metadata"
+"""The node record's entry holding, as :mod:`indexplug.typed_json` text, the metadata values
+passage metadata cannot hold as they are (nested dicts, lists of those, dates, tuples)."""
 _LEFT_OUT = ("id_", "text", "metadata", "embedding", "text_resource", "class_name")
 
 
@@ -59,26 +67,31 @@ class NodeRefused(indexplug.InvalidRequest):
         super().__init__(message, field="nodes")
 
 
-def _flat(key: str, value: Any) -> indexplug.passages.MetadataValue:
-    """``value`` if indexplug can store it as it is (flat: str, int, finite float, bool, None,
-    a list of str/int/float/bool), else :class:`MetadataRefused` naming ``key``."""
+def _is_flat(value: Any) -> bool:
+    """Whether passage metadata holds ``value`` as it is (str, int, finite float, bool, None,
+    a list of str/int/finite float/bool)."""
     if value is None or type(value) in (str, int, bool):
-        return value  # type: ignore[no-any-return, unused-ignore]
+        return True
     if type(value) is float:
-        if not math.isfinite(value):
-            raise MetadataRefused(f"metadata {key!r} is not a finite number", key)
-        return value  # type: ignore[no-any-return]
+        return math.isfinite(value)
     if type(value) is list:
         items: list[Any] = value
-        if all(
+        return all(
             type(v) in (str, int, bool) or (type(v) is float and math.isfinite(v)) for v in items
-        ):
-            return list(items)
-    raise MetadataRefused(
-        f"metadata {key!r} is a {type(value).__name__}: indexplug keeps flat metadata only "
-        "(str, int, finite float, bool, None, or a list of str/int/float/bool)",
-        key,
-    )
+        )
+    return False
+
+
+def _kept(key: str, value: Any) -> None:
+    """Refuse, naming ``key``, a value that cannot be kept exactly in the node record."""
+    try:
+        typed_json.dumps(value, f"metadata {key!r}")
+    except typed_json.UnstorableValue as exc:
+        raise MetadataRefused(
+            f"{exc}: node metadata is kept when it is JSON (any nesting), a tuple, or a "
+            "datetime, date or time",
+            key,
+        ) from exc
 
 
 def node_to_passage(node: BaseNode) -> indexplug.Passage:
@@ -92,6 +105,7 @@ def node_to_passage(node: BaseNode) -> indexplug.Passage:
     if not text.strip():
         raise NodeRefused(f"node {node.node_id!r} has no text (indexplug keeps text passages)")
     metadata: dict[str, indexplug.passages.MetadataValue] = {}
+    kept: dict[str, Any] = {}
     for key, value in node.metadata.items():
         if not isinstance(key, str):
             raise MetadataRefused(f"metadata key {key!r} is not a string", str(key))
@@ -101,11 +115,17 @@ def node_to_passage(node: BaseNode) -> indexplug.Passage:
                 "live there); rename it",
                 key,
             )
-        metadata[key] = _flat(key, value)
+        if _is_flat(value):
+            metadata[key] = list(value) if type(value) is list else value
+        else:
+            _kept(key, value)
+            kept[key] = value
     record = node.model_dump(mode="json")
     for name in _LEFT_OUT:
         record.pop(name, None)
     record["class_name"] = node.class_name()
+    if kept:
+        record[KEPT_METADATA] = typed_json.dumps(kept, "metadata")
     ref = node.ref_doc_id
     if ref is None and isinstance(node, Document):
         ref = node.node_id  # a document is its own source: delete(its id) removes it
@@ -150,6 +170,9 @@ def passage_to_node(passage: indexplug.Passage) -> BaseNode:
         record = json.loads(str(passage.metadata[NODE_JSON]))
         cls = _NODE_CLASSES.get(str(record.pop("class_name", "TextNode")), TextNode)
         record.update(id_=str(passage.metadata.get(NODE_ID) or passage.key), text=passage.text)
+        raw = record.pop(KEPT_METADATA, None)
+        if isinstance(raw, str):
+            meta.update(typed_json.loads(raw))
         record["metadata"] = meta
         return cls.model_validate(record)
     return TextNode(

@@ -92,7 +92,7 @@ class IndexplugVectorStore(BasePydanticVectorStore):
 
     stores_text: bool = True
     is_embedding_query: bool = False
-    flat_metadata: bool = True
+    flat_metadata: bool = False  # nested metadata is kept (indexplug_llamaindex.nodes)
     index: str
     deadline_s: float | None = None
 
@@ -177,7 +177,13 @@ class IndexplugVectorStore(BasePydanticVectorStore):
 
     @property
     def client(self) -> indexplug.Guard:
-        """The guarded backend."""
+        """The guarded backend (LlamaIndex's name for what a store wraps)."""
+        return self._guard
+
+    @property
+    def guard(self) -> indexplug.Guard:
+        """The guarded backend, under the name the LangChain and Haystack stores give it
+        (``store.guard.close()`` closes it)."""
         return self._guard
 
     # -- writing -------------------------------------------------------------------------

@@ -1,0 +1,138 @@
+"""The flows Haystack users run, end to end, on sqlite-fts5 and embedded chroma, with a
+deterministic embedding model written here (a text and a document embedder component):
+
+* an indexing pipeline: ``DocumentSplitter`` with an overlap, the document embedder,
+  ``DocumentWriter`` into the store;
+* a query pipeline: the retriever (BM25 on sqlite-fts5; on chroma the store's own embedder
+  pair ranks), then a ``PromptBuilder``;
+* both pipelines saved (``dumps``) and loaded (``loads``): the adapter's classes need no
+  ``allowed_modules`` (only this test module's own embedders do), and the loaded pipelines
+  write and answer as the originals did.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+from typing import Any
+
+import pytest
+from haystack import Document, Pipeline, component
+from haystack.components.builders import PromptBuilder
+from haystack.components.preprocessors import DocumentSplitter
+from haystack.components.writers import DocumentWriter
+from haystack.core.errors import DeserializationError
+from haystack.document_stores.types import DuplicatePolicy
+from haystack_integrations.components.retrievers.indexplug import IndexplugRetriever
+from haystack_integrations.document_stores.indexplug import IndexplugDocumentStore
+
+DIM = 64
+
+
+def _vector(text: str) -> list[float]:
+    vec = [0.0] * DIM
+    for word in text.lower().split():
+        word = word.strip(".,?!;")
+        vec[int(hashlib.sha256(word.encode()).hexdigest(), 16) % DIM] += 1.0
+    norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+    return [v / norm for v in vec]
+
+
+@component
+class WordHashTextEmbedder:
+    """A deterministic model: each word adds 1 to one of 64 dimensions, then unit length."""
+
+    @component.output_types(embedding=list[float])
+    def run(self, text: str) -> dict[str, Any]:
+        return {"embedding": _vector(text)}
+
+
+@component
+class WordHashDocumentEmbedder:
+    """The same model for documents (``Document.embedding``)."""
+
+    @component.output_types(documents=list[Document])
+    def run(self, documents: list[Document]) -> dict[str, Any]:
+        return {
+            "documents": [
+                dataclasses.replace(d, embedding=_vector(d.content or "")) for d in documents
+            ]
+        }
+
+
+TEXT = (
+    "Sea otters hold hands while they sleep so they do not drift apart. "
+    "They crack shellfish open with stones they keep in a pouch of skin. "
+    "Volcanoes erupt molten lava and ash high into the sky. "
+    "Espresso is brewed under pressure and topped with a golden crema."
+)
+
+
+def _store(backend: str) -> IndexplugDocumentStore:
+    if backend == "chroma":
+        return IndexplugDocumentStore(
+            "flow",
+            backend="chroma",
+            text_embedder=WordHashTextEmbedder(),
+            document_embedder=WordHashDocumentEmbedder(),
+        )
+    return IndexplugDocumentStore("flow", backend=backend)
+
+
+def _indexing(store: IndexplugDocumentStore) -> Pipeline:
+    pipe = Pipeline()
+    pipe.add_component("split", DocumentSplitter(split_by="word", split_length=12, split_overlap=4))
+    pipe.add_component("embed", WordHashDocumentEmbedder())
+    pipe.add_component("write", DocumentWriter(store, policy=DuplicatePolicy.OVERWRITE))
+    pipe.connect("split.documents", "embed.documents")
+    pipe.connect("embed.documents", "write.documents")
+    return pipe
+
+
+def _query(store: IndexplugDocumentStore) -> Pipeline:
+    pipe = Pipeline()
+    pipe.add_component("retrieve", IndexplugRetriever(store, top_k=1))
+    pipe.add_component(
+        "prompt",
+        PromptBuilder(
+            "{% for d in documents %}{{ d.content }}\n{% endfor %}Q: {{ question }}",
+            required_variables=["documents", "question"],
+        ),
+    )
+    pipe.connect("retrieve.documents", "prompt.documents")
+    return pipe
+
+
+def _ask(pipe: Pipeline, question: str) -> str:
+    out = pipe.run({"retrieve": {"query": question}, "prompt": {"question": question}})
+    return str(out["prompt"]["prompt"])
+
+
+@pytest.mark.parametrize("backend", ["sqlite-fts5", "chroma"])
+def test_split_embed_write_then_retrieve_then_save_and_load(backend: str) -> None:
+    store = _store(backend)
+    source = Document(content=TEXT, meta={"file": "notes.txt"})
+    written = _indexing(store).run({"split": {"documents": [source]}})["write"]
+    count = store.count_documents()
+    assert written["documents_written"] == count > 2
+    stored = store.filter_documents()
+    assert all(d.embedding == _vector(d.content or "") for d in stored)  # kept as embedded
+    assert any(d.meta.get("_split_overlap") for d in stored)
+
+    prompt = _ask(_query(store), "golden crema espresso")
+    assert "golden crema" in prompt and "otters" not in prompt
+
+    # saved and loaded: the adapter's classes load with Haystack's default trusted modules
+    here = [__name__] if backend == "chroma" else []
+    indexing_again = Pipeline.loads(_indexing(store).dumps(), allowed_modules=[__name__])
+    query_again = Pipeline.loads(_query(store).dumps(), allowed_modules=here or None)
+    indexing_again.run({"split": {"documents": [source]}})
+    assert store.count_documents() == count  # the same ids, overwritten: nothing added
+    assert _ask(query_again, "golden crema espresso") == prompt
+
+
+def test_only_the_users_own_components_need_allowed_modules() -> None:
+    text = _query(_store("chroma")).dumps()
+    with pytest.raises(DeserializationError, match=__name__):
+        Pipeline.loads(text)
