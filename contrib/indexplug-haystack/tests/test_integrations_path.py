@@ -80,3 +80,25 @@ def test_an_untrusted_module_is_still_refused() -> None:
     )
     with pytest.raises(DeserializationError):
         Pipeline.loads(text)
+
+
+def test_a_pipeline_saved_under_the_old_names_still_loads() -> None:
+    """YAML written before the move names ``indexplug_haystack``: it loads as it did, with that
+    module allowed, and runs."""
+    store = IndexplugDocumentStore("older", backend="sqlite-fts5")
+    store.write_documents([Document(id="owl", content="Owls hunt at night.")])
+    text = (
+        _pipeline(store)
+        .dumps()
+        .replace(
+            "haystack_integrations.components.retrievers.indexplug.IndexplugRetriever",
+            "indexplug_haystack.retriever.IndexplugRetriever",
+        )
+        .replace(
+            "haystack_integrations.document_stores.indexplug.IndexplugDocumentStore",
+            "indexplug_haystack.document_store.IndexplugDocumentStore",
+        )
+    )
+    again = Pipeline.loads(text, allowed_modules=["indexplug_haystack"])
+    out = again.run({"retriever": {"query": "owls"}})["retriever"]["documents"]
+    assert [d.id for d in out] == ["owl"]

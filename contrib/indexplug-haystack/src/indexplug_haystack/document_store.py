@@ -39,6 +39,17 @@ from indexplug_haystack.extended import ExtendedOperations
 from indexplug_haystack.filters import Plan, residual, translate
 
 STORE_MODULE = "haystack_integrations.document_stores.indexplug"
+
+
+def renamed(data: dict[str, Any], old_module: str, cls: type) -> dict[str, Any]:
+    """``data`` with the type name a pipeline saved before the move to ``haystack_integrations``
+    used (``old_module.Class``) read as the class's current name; any other name is left as it
+    is, for Haystack to accept or refuse."""
+    if data.get("type") == f"{old_module}.{cls.__name__}":
+        return {**data, "type": f"{cls.__module__}.{cls.__name__}"}
+    return data
+
+
 """Where Haystack finds the store (see :mod:`haystack_integrations.document_stores.indexplug`)."""
 
 _GET_CHUNK = 10_000
@@ -164,6 +175,7 @@ class IndexplugDocumentStore(ExtendedOperations):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> IndexplugDocumentStore:
+        data = renamed(data, "indexplug_haystack.document_store", cls)
         params = data.get("init_parameters", {})
         for key in ("text_embedder", "document_embedder"):
             if isinstance(params.get(key), dict):

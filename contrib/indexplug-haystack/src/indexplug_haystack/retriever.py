@@ -22,7 +22,7 @@ from indexplug.guard import MAX_TOP_K
 from indexplug.outcomes import Hit, IndexEmpty, NoMatch, Searched, SearchOutcome
 
 from indexplug_haystack.codec import RECORD_KEY, to_document
-from indexplug_haystack.document_store import IndexplugDocumentStore, raise_outcome
+from indexplug_haystack.document_store import IndexplugDocumentStore, raise_outcome, renamed
 from indexplug_haystack.filters import Plan, residual
 
 RETRIEVER_MODULE = "haystack_integrations.components.retrievers.indexplug"
@@ -101,6 +101,7 @@ class IndexplugRetriever:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> IndexplugRetriever:
+        data = renamed(data, "indexplug_haystack.retriever", cls)
         params = data.get("init_parameters", {})
         if "document_store" in params:
             params["document_store"] = IndexplugDocumentStore.from_dict(params["document_store"])
@@ -213,3 +214,11 @@ def _answer(
             "after the search (see docs/adapters/haystack.md): narrow the query or the filters"
         )
     return False, []
+
+
+# Pipelines saved before the component moved to ``haystack_integrations`` name it by its old
+# module; Haystack looks components up by that name, so the old name stays registered (loading
+# such a file still needs ``allowed_modules=["indexplug_haystack"]``, as it always did).
+component.registry.setdefault(
+    f"indexplug_haystack.retriever.{IndexplugRetriever.__name__}", IndexplugRetriever
+)
