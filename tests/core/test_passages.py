@@ -137,7 +137,9 @@ def test_trusted_construction_builds_what_model_construct_builds() -> None:
     assert stored.model_dump_json() == p.model_dump_json()
     with pytest.raises(Exception):
         stored.text = "changed"  # type: ignore[misc]  # still frozen
-    slow = Hit.model_construct(rank=1, score=2.0, score_scale="s", passage=p, untrusted=True)
+    slow = Hit.model_construct(
+        rank=1, score=2.0, score_scale="s", passage=p, untrusted=True, vector=None
+    )
     fast = Hit.from_stored(rank=1, score=2.0, score_scale="s", passage=p)
     assert fast == slow and fast.model_fields_set == slow.model_fields_set
     assert Hit.model_validate_json(fast.model_dump_json()) == fast

@@ -1,5 +1,6 @@
-"""What needs the stored vectors (maximal marginal relevance, search by a given vector) is
-refused with a typed error that says why, never LangChain's bare ``NotImplementedError``."""
+"""What needs vectors (maximal marginal relevance, search by a given vector) is refused on a
+backend that does not claim indexplug's ``vectors`` capability (sqlite-fts5) with a typed
+error naming the capability, never LangChain's bare ``NotImplementedError``."""
 
 from __future__ import annotations
 
@@ -16,10 +17,9 @@ DOCS = [
 ]
 
 
-@pytest.fixture(params=["sqlite-fts5", "chroma"])
-def guard(request: pytest.FixtureRequest) -> Iterator[indexplug.Guard]:
-    options = {"embedder": "hashing:default"} if request.param == "chroma" else {}
-    g = indexplug.open_backend(request.param, options)
+@pytest.fixture
+def guard() -> Iterator[indexplug.Guard]:
+    g = indexplug.open_backend("sqlite-fts5", {})
     try:
         yield g
     finally:
@@ -36,9 +36,10 @@ def test_mmr_and_search_by_vector_are_refused_with_a_message(guard: indexplug.Gu
         lambda: vs.similarity_search_by_vector([0.1, 0.2]),
     ]
     for call in calls:
-        with pytest.raises(NotImplementedError, match="stored vectors") as err:
+        with pytest.raises(NotImplementedError, match="'vectors' capability") as err:
             call()
         assert isinstance(err.value, NoVectors) and isinstance(err.value, indexplug.InvalidRequest)
+        assert err.value.capability == "vectors" and "sqlite-fts5" in str(err.value)
 
 
 @pytest.mark.asyncio

@@ -318,10 +318,11 @@ def test_metadata_it_cannot_keep_as_is_is_refused(guard: indexplug.Guard) -> Non
 
 
 def test_queries_it_cannot_answer_are_refused(store: IndexplugVectorStore) -> None:
+    # (a query by embedding and MMR: test_llamaindex_vectors.py)
     with pytest.raises(UnsupportedQuery):
-        store.query(VectorStoreQuery(query_embedding=[0.1, 0.2], similarity_top_k=2))
+        store.query(VectorStoreQuery(similarity_top_k=2))
     with pytest.raises(UnsupportedQuery):
-        store.query(VectorStoreQuery(query_str="x", mode=VectorStoreQueryMode.MMR))
+        store.query(VectorStoreQuery(query_str="x", mode=VectorStoreQueryMode.SPARSE))
 
 
 def test_an_empty_store_answers_an_empty_result(guard: indexplug.Guard) -> None:

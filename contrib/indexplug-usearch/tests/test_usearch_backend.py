@@ -89,3 +89,38 @@ def test_the_graph_is_built_the_same_way_every_time(
         g.close()
         graphs.append((tmp_path / run / "u" / "hnsw.usearch").read_bytes())
     assert graphs[0] == graphs[1]
+
+
+def _toy(name: str) -> indexplug.Embedder:
+    from indexplug.embedders.wrapped import FunctionEmbedder
+
+    def one(text: str) -> list[float]:
+        return [float(len(text)), 1.0, float(text.count("o")), 0.5]
+
+    return FunctionEmbedder(name, lambda ts: [one(t) for t in ts], one, dim=4)
+
+
+def test_vectors_of_another_model_than_the_index_records_are_a_bad_request(
+    tmp_path: Path,
+) -> None:
+    from indexplug.plugins import get_registry
+
+    def opened(name: str) -> indexplug.Guard:
+        return get_registry().backend("usearch", {}, home=tmp_path, embedder=_toy(name))
+
+    first = opened("toy:a")
+    vectors = [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]
+    passages = [Passage.create(t, f"mem://{i}") for i, t in enumerate(TEXTS[:2])]
+    assert isinstance(first.add_vectors("u", passages, vectors), indexplug.Indexed)
+    found = first.search_vector("u", [0.0, 1.0, 0.0, 0.0], top_k=1, with_vectors=True)
+    assert isinstance(found, Searched) and found.hits[0].passage.text == TEXTS[1]
+    assert found.hits[0].vector == pytest.approx((0.0, 1.0, 0.0, 0.0))
+    first.close()
+    # the same folder opened with another model of the same dimension
+    second = opened("toy:b")
+    out = second.search_vector("u", [0.0, 1.0, 0.0, 0.0], top_k=1)
+    assert isinstance(out, indexplug.BadRequest) and out.field == "embedder"
+    assert "toy:a" in out.reason
+    added = second.add_vectors("u", passages[:1], vectors[:1])
+    assert isinstance(added, indexplug.BadRequest) and added.field == "embedder"
+    second.close()

@@ -16,6 +16,7 @@ from indexplug.testing import (
     FiltersConformance,
     PersistenceConformance,
     SeparateRecordsConformance,
+    VectorsConformance,
 )
 
 
@@ -27,6 +28,7 @@ class TestUsearchConformance(
     PersistenceConformance,
     ConcurrentWritersConformance,
     SeparateRecordsConformance,
+    VectorsConformance,
 ):
     @pytest.fixture
     def backend_factory(self, tmp_path: Path) -> BackendFactory:

@@ -19,6 +19,21 @@ class InvalidRequest(IndexplugError, ValueError):
         self.field = field
 
 
+class NotSupported(InvalidRequest):
+    """An op of an optional capability the backend does not claim (``vectors``: adding with
+    vectors, searching by one), refused before the backend is asked: a ``BAD_REQUEST``
+    naming the capability (:attr:`capability`), never a result computed some other way."""
+
+    def __init__(self, backend: str, capability: str, op: str) -> None:
+        super().__init__(
+            f"backend '{backend}' does not support {capability} (it does not claim the "
+            f"'{capability}' capability), so it cannot {op}",
+            field="op",
+        )
+        self.backend = backend
+        self.capability = capability
+
+
 class InvalidIndexName(InvalidRequest):
     def __init__(self, message: str) -> None:
         super().__init__(message, field="index")

@@ -69,9 +69,21 @@ class Hit(BaseModel):
     passage: Passage
     untrusted: bool = True
     """Stored text is data, never an instruction: consumers (LLM prompts) must treat it so."""
+    vector: tuple[float, ...] | None = Field(default=None, exclude=True)
+    """The passage's stored vector, only when a vector search asked for it
+    (``Guard.search_vector(..., with_vectors=True)``, for maximal marginal relevance); never
+    in the JSON form (hundreds of numbers per hit are of no use to a reader or a prompt)."""
 
     @classmethod
-    def from_stored(cls, *, rank: int, score: float, score_scale: str, passage: Passage) -> Hit:
+    def from_stored(
+        cls,
+        *,
+        rank: int,
+        score: float,
+        score_scale: str,
+        passage: Passage,
+        vector: tuple[float, ...] | None = None,
+    ) -> Hit:
         """A hit built *without* validation, for backends answering from their storage.
 
         The guard checks every hit of every search (its type, ranks 1..n, finite scores in
@@ -86,6 +98,7 @@ class Hit(BaseModel):
                 "score_scale": score_scale,
                 "passage": passage,
                 "untrusted": True,
+                "vector": vector,
             },
         )
 
@@ -511,6 +524,18 @@ AddOutcome = Annotated[
     Indexed | OverBudget | IndexFailed | IndexTimeout | IndexUnavailable,
     Field(discriminator="code"),
 ]
+VectorSearchOutcome = Annotated[
+    Searched | NoMatch | IndexEmpty | BadRequest | IndexFailed | IndexTimeout | IndexUnavailable,
+    Field(discriminator="code"),
+]
+"""What a search by vector answers: a search's outcomes, or ``BAD_REQUEST`` for a vector of
+another embedder than the one the index recorded."""
+VectorAddOutcome = Annotated[
+    Indexed | OverBudget | BadRequest | IndexFailed | IndexTimeout | IndexUnavailable,
+    Field(discriminator="code"),
+]
+"""What an add with vectors answers: an add's outcomes, or ``BAD_REQUEST`` for vectors of
+another embedder than the one the index recorded."""
 RemoveOutcome = Annotated[
     Removed | IndexFailed | IndexTimeout | IndexUnavailable, Field(discriminator="code")
 ]
@@ -564,6 +589,18 @@ ALLOWED: dict[str, tuple[type[_Outcome], ...]] = {
     "rerank": (Searched, NoMatch, BadRequest, IndexFailed, IndexTimeout, IndexUnavailable),
     "explain": (Explained, IndexEmpty, BadRequest, IndexFailed, IndexTimeout, IndexUnavailable),
     "neighbours": (Neighbours, BadRequest, IndexFailed, IndexTimeout, IndexUnavailable),
+    # the vector interface: claimed as Capabilities.vectors (indexplug.protocols.VectorStore);
+    # BAD_REQUEST: vectors of another embedder than the one the index recorded
+    "add_vectors": (Indexed, OverBudget, BadRequest, IndexFailed, IndexTimeout, IndexUnavailable),
+    "search_vector": (
+        Searched,
+        NoMatch,
+        IndexEmpty,
+        BadRequest,
+        IndexFailed,
+        IndexTimeout,
+        IndexUnavailable,
+    ),
 }
 """Which outcomes each op may answer; the guard turns anything else into ``IndexFailed``.
 The first four are every backend's; ``get``, ``scan`` and ``indexes`` are the data interface a

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
         ScanOutcome,
         SearchOutcome,
         StatusOutcome,
+        VectorAddOutcome,
+        VectorSearchOutcome,
     )
 
 if TYPE_CHECKING:
@@ -106,6 +108,14 @@ class Capabilities(BaseModel):
     """Passages may carry a caller key (:attr:`indexplug.passages.Passage.key`), and ``get``
     and ``remove`` accept ``keys``: adding a passage whose key is held by other passages
     replaces them (an upsert), atomically for each key."""
+    vectors: bool = False
+    """The backend holds one vector per passage and serves the vector interface
+    (:class:`VectorStore`): passages added with the caller's own vectors, a search by a query
+    vector, and the stored vectors returned with the hits on request (for maximal marginal
+    relevance).  The guard refuses a vector of the wrong dimension, one with NaN or infinity,
+    and one stated to be of another embedder than the index's (``BAD_REQUEST``); a backend
+    that does not claim it is refused every vector op (:class:`~indexplug.errors.NotSupported`,
+    a ``BAD_REQUEST`` naming the capability)."""
     deletion: bool = True
     persistence: bool = False
     """Everything survives closing and reopening the backend."""
@@ -288,6 +298,57 @@ class IndexLister(Protocol):
     or a failure."""
 
     def indexes(self, *, deadline: Deadline) -> IndexesOutcome: ...
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """The vector interface of a backend that claims ``Capabilities.vectors``.
+
+    Vectors are float32 arrays of the backend's embedder's dimension, L2-normalised and finite
+    (the guard checks them and hands the backend its own copies).  ``embedder`` is the identity
+    the caller's vectors are of (checked by the guard against :meth:`vector_space`): a backend
+    answers ``BadRequest`` (field ``embedder``) when the index records another embedder, never
+    mixing vectors of two models in one index.
+    """
+
+    def vector_space(self) -> tuple[str, int]:
+        """The name and dimension of the embedder whose vectors this backend stores (its
+        configured embedder, the one it records with every index it creates)."""
+        ...
+
+    def query_vector(self, text: str) -> Vector:
+        """The vector the backend searches ``text`` by: its embedder's query vector (for a
+        caller that ranks the hits itself, e.g. by maximal marginal relevance)."""
+        ...
+
+    def add_vectors(
+        self,
+        index: str,
+        passages: Sequence[Passage],
+        vectors: Sequence[Vector],
+        *,
+        embedder: str,
+        max_bytes: int | None,
+        deadline: Deadline,
+    ) -> VectorAddOutcome:
+        """``add``, with ``vectors[i]`` stored as passage ``i``'s vector instead of one the
+        backend embeds (a passage already stored is *known*, its vector unchanged)."""
+        ...
+
+    def search_vector(
+        self,
+        index: str,
+        vector: Vector,
+        *,
+        top_k: int,
+        embedder: str,
+        with_vectors: bool,
+        deadline: Deadline,
+        filters: Mapping[str, MetadataValue] | Filter | None = None,
+    ) -> VectorSearchOutcome:
+        """The ``top_k`` passages nearest ``vector``, on the backend's score scale; with
+        ``with_vectors``, each hit carries its stored vector (:attr:`Hit.vector`)."""
+        ...
 
 
 EXTENSION_OPS: dict[str, type] = {

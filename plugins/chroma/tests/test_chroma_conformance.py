@@ -28,6 +28,7 @@ from indexplug.testing import (
     PersistenceConformance,
     ScanConformance,
     SeparateRecordsConformance,
+    VectorsConformance,
 )
 from indexplug_chroma.testing import ChromaServer
 
@@ -42,6 +43,7 @@ class TestChromaEmbeddedConformance(
     IndexesConformance,
     DropConformance,
     KeysConformance,
+    VectorsConformance,
     PersistenceConformance,
     ConcurrentWritersConformance,
     SeparateRecordsConformance,
@@ -67,6 +69,7 @@ class TestChromaServerConformance(
     IndexesConformance,
     DropConformance,
     KeysConformance,
+    VectorsConformance,
     PersistenceConformance,
     ConcurrentWritersConformance,
     OutageConformance,

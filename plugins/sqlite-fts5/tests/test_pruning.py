@@ -457,7 +457,9 @@ def test_fast_hits_are_the_models_pydantic_would_build() -> None:
     q = passage_from_row(row)
     assert q == p and q.model_fields_set == p.model_fields_set
     assert q.model_dump_json() == p.model_dump_json()
-    slow = Hit.model_construct(rank=2, score=1.5, score_scale="s", passage=q, untrusted=True)
+    slow = Hit.model_construct(
+        rank=2, score=1.5, score_scale="s", passage=q, untrusted=True, vector=None
+    )
     fast = make_hit(2, 1.5, "s", q)
     assert fast == slow and fast.model_fields_set == slow.model_fields_set
     assert fast.model_dump_json() == slow.model_dump_json()

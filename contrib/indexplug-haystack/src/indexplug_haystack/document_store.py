@@ -25,6 +25,7 @@ from indexplug.errors import InvalidRequest, OutcomeError
 from indexplug.filters import operators
 from indexplug.outcomes import Got, Indexed, IndexStatus, Removed, Scanned
 
+from indexplug_haystack import vectors
 from indexplug_haystack.codec import (
     check_documents,
     check_key,
@@ -76,7 +77,9 @@ class IndexplugDocumentStore(ExtendedOperations):
     the document embedder and queries with the text embedder, and records the model with the
     index (:mod:`indexplug_haystack.embedder`); without them it embeds with its configured
     model.  A lexical backend never calls them.  A document's own ``embedding`` is stored with
-    it but not searched.  With ``guard=``, the guard must have been opened with the pair
+    it; with the embedder pair, on a backend that claims ``vectors``, it is the vector
+    stored and searched (:mod:`indexplug_haystack.vectors`).  With ``guard=``, the guard must
+    have been opened with the pair
     (``indexplug.open_backend(name, options, embedder=haystack_embedder(text, document))``).
 
     The extended operations (``delete_all_documents``, ``delete_by_filter``,
@@ -292,8 +295,9 @@ class IndexplugDocumentStore(ExtendedOperations):
         passages = self._to_write(docs, policy, existing)
         if not passages:
             return 0
-        outcome = self.guard.add(self.index, passages, max_bytes=self.max_bytes)
-        return self._added(outcome, passages)
+        for outcome in vectors.write(self, docs, passages):
+            self._added(outcome, passages)
+        return len(passages)
 
     def delete_documents(self, document_ids: list[str]) -> None:
         """Delete the documents with these ids (ids not stored are ignored)."""
@@ -326,8 +330,9 @@ class IndexplugDocumentStore(ExtendedOperations):
         passages = self._to_write(docs, policy, existing)
         if not passages:
             return 0
-        outcome = await self.guard.aadd(self.index, passages, max_bytes=self.max_bytes)
-        return self._added(outcome, passages)
+        for outcome in await vectors.awrite(self, docs, passages):
+            self._added(outcome, passages)
+        return len(passages)
 
     async def delete_documents_async(self, document_ids: list[str]) -> None:
         self._check_keys()

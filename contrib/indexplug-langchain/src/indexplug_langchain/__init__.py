@@ -3,12 +3,12 @@
 from indexplug_langchain._convert import (
     NAMESPACE,
     NoRelevanceScale,
-    NoVectors,
     ReservedMetadataKey,
     UnstorableMetadata,
 )
 from indexplug_langchain.embedder import langchain_embedder
 from indexplug_langchain.retriever import IndexplugRetriever
+from indexplug_langchain.vectors import NoVectors
 from indexplug_langchain.vectorstore import IndexplugVectorStore
 
 __all__ = [

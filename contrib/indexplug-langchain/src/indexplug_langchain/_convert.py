@@ -46,20 +46,6 @@ class NoRelevanceScale(InvalidRequest, NotImplementedError):
     LangChain's own stores raise for it."""
 
 
-class NoVectors(InvalidRequest, NotImplementedError):
-    """A search that needs the stored vectors (maximal marginal relevance, search by a given
-    vector): indexplug backends keep their own representation and give no vectors back.  A
-    ``NotImplementedError`` too, which is what LangChain's own stores raise for it."""
-
-    def __init__(self, operation: str) -> None:
-        super().__init__(
-            f"{operation} needs the stored vectors, which indexplug backends do not give back "
-            "(each embeds, or indexes lexically, for itself); use similarity_search, or "
-            'as_retriever(search_type="similarity")',
-            field="search_type",
-        )
-
-
 def _scalar(value: Any) -> bool:
     if type(value) is float:
         return math.isfinite(value)

@@ -34,7 +34,6 @@ from langchain_core.vectorstores import VectorStore
 
 from indexplug_langchain._convert import (
     NoRelevanceScale,
-    NoVectors,
     filter_argument,
     lookup,
     nothing_to_find,
@@ -44,6 +43,7 @@ from indexplug_langchain._convert import (
     to_passage,
 )
 from indexplug_langchain.embedder import embedder_name, is_wrapped, langchain_embedder
+from indexplug_langchain.vectors import VectorSearches
 
 
 def _embedder(kwargs: Mapping[str, Any]) -> FunctionEmbedder | None:
@@ -59,7 +59,7 @@ FILL_SCORE = 0.0
 sharing no term with the query."""
 
 
-class IndexplugVectorStore(VectorStore):
+class IndexplugVectorStore(VectorSearches, VectorStore):
     """Index ``index`` of a guarded indexplug backend as a LangChain vector store.
 
     Build it from a guard (``indexplug.open_backend(...)``), from a backend name and options
@@ -75,6 +75,9 @@ class IndexplugVectorStore(VectorStore):
     * ``max_bytes``: the index's size budget for writes (``OverBudgetError`` past it).
     * ``deadline_s``: the deadline of each search and read (writes have none but the guard's
       backstop, as in LangChain).
+    * Search by vector and maximal marginal relevance (``search_type="mmr"``) on a backend
+      that claims the ``vectors`` capability (:mod:`indexplug_langchain.vectors`); on
+      another, :class:`~indexplug_langchain.vectors.NoVectors`.
     * ``fill_to_k``: ``True`` follows a search that ranks fewer than ``k`` documents (a
       lexical backend ranks only those sharing a term with the query) with other documents
       passing the filter, in passage-id order, with score :data:`FILL_SCORE`, up to ``k``
@@ -424,64 +427,6 @@ class IndexplugVectorStore(VectorStore):
     async def asimilarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         """:meth:`similarity_search` through the guard's async ops."""
         return [d for d, _ in await self.asimilarity_search_with_score(query, k, **kwargs)]
-
-    # -- what needs vectors: refused with a message (LangChain's base raises a bare
-    # NotImplementedError, which as_retriever(search_type="mmr") shows as an empty error) --
-    def max_marginal_relevance_search(
-        self,
-        query: str,
-        k: int = 4,
-        fetch_k: int = 20,
-        lambda_mult: float = 0.5,
-        **kwargs: Any,
-    ) -> list[Document]:
-        """Refused: :class:`NoVectors` (maximal marginal relevance needs the vectors)."""
-        raise NoVectors("maximal marginal relevance search (search_type='mmr')")
-
-    async def amax_marginal_relevance_search(
-        self,
-        query: str,
-        k: int = 4,
-        fetch_k: int = 20,
-        lambda_mult: float = 0.5,
-        **kwargs: Any,
-    ) -> list[Document]:
-        """Refused: :class:`NoVectors`."""
-        raise NoVectors("maximal marginal relevance search (search_type='mmr')")
-
-    def max_marginal_relevance_search_by_vector(
-        self,
-        embedding: list[float],
-        k: int = 4,
-        fetch_k: int = 20,
-        lambda_mult: float = 0.5,
-        **kwargs: Any,
-    ) -> list[Document]:
-        """Refused: :class:`NoVectors`."""
-        raise NoVectors("maximal marginal relevance search by vector")
-
-    async def amax_marginal_relevance_search_by_vector(
-        self,
-        embedding: list[float],
-        k: int = 4,
-        fetch_k: int = 20,
-        lambda_mult: float = 0.5,
-        **kwargs: Any,
-    ) -> list[Document]:
-        """Refused: :class:`NoVectors`."""
-        raise NoVectors("maximal marginal relevance search by vector")
-
-    def similarity_search_by_vector(
-        self, embedding: list[float], k: int = 4, **kwargs: Any
-    ) -> list[Document]:
-        """Refused: :class:`NoVectors` (the backend searches by text with its own embedder)."""
-        raise NoVectors("search by vector (similarity_search_by_vector)")
-
-    async def asimilarity_search_by_vector(
-        self, embedding: list[float], k: int = 4, **kwargs: Any
-    ) -> list[Document]:
-        """Refused: :class:`NoVectors`."""
-        raise NoVectors("search by vector (similarity_search_by_vector)")
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         """Scores as LangChain relevance: a cosine similarity is one already (LangChain's own

@@ -5,12 +5,14 @@ from indexplug_llamaindex.filters import UnsupportedFilter, translate
 from indexplug_llamaindex.nodes import MetadataRefused, NodeRefused
 from indexplug_llamaindex.retriever import IndexplugRetriever
 from indexplug_llamaindex.store import IndexplugVectorStore, MissingCapability, UnsupportedQuery
+from indexplug_llamaindex.vectors import NoVectors
 
 __all__ = [
     "IndexplugRetriever",
     "IndexplugVectorStore",
     "MetadataRefused",
     "MissingCapability",
+    "NoVectors",
     "NodeRefused",
     "UnsupportedFilter",
     "UnsupportedQuery",

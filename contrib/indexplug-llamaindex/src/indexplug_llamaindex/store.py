@@ -9,7 +9,9 @@ index, else with its configured embedder; a lexical one (sqlite-fts5) embeds not
 store ignores the embeddings LlamaIndex computes (``is_embedding_query`` is ``False``: LlamaIndex
 never embeds queries for it), and :meth:`IndexplugVectorStore.as_index` gives the
 ``VectorStoreIndex`` a one-dimension ``MockEmbedding`` rather than letting LlamaIndex look for
-its default model (OpenAI's package).
+its default model (OpenAI's package).  On a backend that claims indexplug's ``vectors``
+capability (chroma, usearch), a query by ``query_embedding`` and ``VectorStoreQueryMode.MMR``
+are answered by vector (:mod:`indexplug_llamaindex.vectors`).
 
 Every outcome that is not an answer raises the typed :class:`indexplug.OutcomeError` subclass
 (``IndexFailedError``, ``IndexTimeoutError`` ...), which carries the outcome; an empty store and
@@ -49,6 +51,7 @@ from indexplug_llamaindex.nodes import (
     passage_to_node,
 )
 from indexplug_llamaindex.retriever import nothing_to_find
+from indexplug_llamaindex.vectors import avector_query, vector_query, wants_vectors
 
 _MODES = (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.TEXT_SEARCH)
 SCAN_PAGE = 500
@@ -344,17 +347,11 @@ class IndexplugVectorStore(BasePydanticVectorStore):
         text = query.query_str
         if text is None:
             raise UnsupportedQuery(
-                "the query has no text (query_str): indexplug backends search by text and "
-                "never by a given embedding"
+                "the query has neither text (query_str) nor an embedding (query_embedding)"
             )
-        filters = all_of(
-            one_of(NODE_ID, query.node_ids) if query.node_ids else None,
-            one_of(REF_DOC_ID, query.doc_ids) if query.doc_ids else None,
-            translate(query.filters),
-        )
         return text, {
             "top_k": query.similarity_top_k,
-            "filters": filters,
+            "filters": _filters(query),
             "deadline_s": self.deadline_s,
         }
 
@@ -374,7 +371,13 @@ class IndexplugVectorStore(BasePydanticVectorStore):
         node ids and document ids (``node_ids=[]``, as ``as_retriever()`` sends, is no
         restriction).  Scores are the backend's, on its score scale (in each node's
         ``indexplug`` metadata).  An empty store, ``similarity_top_k=0`` and a query with no
-        word in it are an empty result."""
+        word in it are an empty result.  A query with a ``query_embedding`` and no text, or in
+        ``VectorStoreQueryMode.MMR``, is answered by vector (:mod:`indexplug_llamaindex.vectors`;
+        ``mmr_prefetch_factor=`` among ``kwargs``)."""
+        if wants_vectors(query):
+            if nothing_to_find(query.query_str, query.similarity_top_k):
+                return _empty_result()
+            return _chosen(*vector_query(self, query, _filters(query), kwargs))
         text, args = self._search_args(query)
         if nothing_to_find(text, args["top_k"]):
             return _empty_result()
@@ -382,10 +385,36 @@ class IndexplugVectorStore(BasePydanticVectorStore):
 
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """:meth:`query` through the guard's ``asearch``: the event loop is never blocked."""
+        if wants_vectors(query):
+            if nothing_to_find(query.query_str, query.similarity_top_k):
+                return _empty_result()
+            return _chosen(*await avector_query(self, query, _filters(query), kwargs))
         text, args = self._search_args(query)
         if nothing_to_find(text, args["top_k"]):
             return _empty_result()
         return _result(await self._guard.asearch(self.index, text, **args))
+
+
+def _filters(query: VectorStoreQuery) -> dict[str, Any] | None:
+    """The indexplug filter of ``query``: its node ids, document ids and metadata filters."""
+    return all_of(
+        one_of(NODE_ID, query.node_ids) if query.node_ids else None,
+        one_of(REF_DOC_ID, query.doc_ids) if query.doc_ids else None,
+        translate(query.filters),
+    )
+
+
+def _chosen(outcome: Any, hits: list[Any], scores: list[float]) -> VectorStoreQueryResult:
+    """The result of a query answered by vector: ``hits`` (MMR's choice, or the ranking) with
+    ``scores``; the typed error for a failure."""
+    if isinstance(outcome, Searched):
+        nodes = [hit_to_node(h) for h in hits]
+        return VectorStoreQueryResult(
+            nodes=nodes, similarities=scores, ids=[n.node_id for n in nodes]
+        )
+    if isinstance(outcome, NoMatch) or getattr(outcome, "code", None) == "INDEX_EMPTY":
+        return _empty_result()
+    _fail(outcome)
 
 
 def _result(outcome: indexplug.SearchOutcome) -> VectorStoreQueryResult:

@@ -25,13 +25,14 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from indexplug import (
     AddOutcome,
+    BadRequest,
     Capabilities,
     Deadline,
     Embedder,
@@ -152,6 +153,7 @@ class UsearchBackend:
         concurrent_writers=True,
         dense=True,
         separate_records=True,
+        vectors=True,
     )
 
     def __init__(self, home: Path, *, embedder: Embedder, expansion: int = 64) -> None:
@@ -216,10 +218,85 @@ class UsearchBackend:
                 idx.close()
             self._open.clear()
 
+    # -- the vector interface (Capabilities.vectors) ---------------------------------------
+    def vector_space(self) -> tuple[str, int]:
+        """The configured embedder's name and dimension: what each index records."""
+        return self.embedder.name, int(self.embedder.dim)
+
+    def query_vector(self, text: str) -> Any:
+        """The configured embedder's query vector of ``text``."""
+        return self.embedder.embed_query(text, Granularity.TEXT)
+
+    def _other_embedder(self, idx: _Open | None, index: str, embedder: str) -> BadRequest | None:
+        """A ``BadRequest`` when the index records another embedder than ``embedder``."""
+        built = idx.meta("embedder") if idx is not None else None
+        name = json.loads(built)[0] if built is not None else self.embedder.name
+        if name == embedder:
+            return None
+        return BadRequest(
+            index=index,
+            backend=self.name,
+            field="embedder",
+            reason=f"index '{index}' holds vectors of embedder {name}, not of {embedder}",
+        )
+
+    def add_vectors(
+        self,
+        index: str,
+        passages: Sequence[Passage],
+        vectors: Sequence[Any],
+        *,
+        embedder: str,
+        max_bytes: int | None,
+        deadline: Deadline,
+    ) -> AddOutcome | BadRequest:
+        """``add`` with the caller's vectors (checked by the guard) stored as they are."""
+        if deadline.expired():
+            return self._late(index, deadline)
+        bad = self._other_embedder(self._index(index, create=False), index, embedder)
+        if bad:
+            return bad
+        given = {
+            p.id: np.asarray(v, dtype=np.float32) for p, v in zip(passages, vectors, strict=True)
+        }
+        return self._add(index, passages, max_bytes, deadline, given)
+
+    def search_vector(
+        self,
+        index: str,
+        vector: Any,
+        *,
+        top_k: int,
+        embedder: str,
+        with_vectors: bool,
+        deadline: Deadline,
+        filters: Mapping[str, Any] | None = None,
+    ) -> SearchOutcome | BadRequest:
+        """The passages nearest ``vector``; with ``with_vectors`` each hit carries its own."""
+        idx = self._index(index, create=False)
+        if idx is None:
+            return IndexEmpty(index=index, backend=self.name)
+        bad = self._other_embedder(idx, index, embedder)
+        if bad:
+            return bad
+        q = np.asarray(vector, dtype=np.float32)
+        return self._nearest(idx, index, lambda: q, top_k, deadline, filters, with_vectors)
+
     # -- ops -----------------------------------------------------------------------------
     def add(
         self, index: str, passages: Sequence[Passage], *, max_bytes: int | None, deadline: Deadline
     ) -> AddOutcome:
+        return self._add(index, passages, max_bytes, deadline, None)
+
+    def _add(
+        self,
+        index: str,
+        passages: Sequence[Passage],
+        max_bytes: int | None,
+        deadline: Deadline,
+        given: Mapping[str, Any] | None,
+    ) -> AddOutcome:
+        """Store the new passages with ``given`` vectors by id, or embedded when ``None``."""
         if deadline.expired():
             return self._late(index, deadline)
         idx = self._index(index, create=True)
@@ -258,11 +335,13 @@ class UsearchBackend:
                     return refused
             if deadline.expired():
                 return IndexTimeout(index=index, backend=self.name, deadline_s=deadline.seconds)
-            vectors = (
-                np.stack(self.embedder.embed_documents([p.text for p in new], Granularity.TEXT))
-                if new
-                else np.zeros((0, self.embedder.dim), dtype=np.float32)
-            )
+            if not new:
+                vectors = np.zeros((0, self.embedder.dim), dtype=np.float32)
+            elif given is not None:
+                vectors = np.stack([given[p.id] for p in new]).astype(np.float32)
+            else:
+                texts = [p.text for p in new]
+                vectors = np.stack(self.embedder.embed_documents(texts, Granularity.TEXT))
             if deadline.expired():
                 return IndexTimeout(
                     index=index,
@@ -332,6 +411,24 @@ class UsearchBackend:
         idx = self._index(index, create=False)
         if idx is None:
             return IndexEmpty(index=index, backend=self.name)
+
+        def embedded() -> Any:
+            return self.embedder.embed_query(query, Granularity.TEXT).astype(np.float32)
+
+        return self._nearest(idx, index, embedded, top_k, deadline, filters, False)
+
+    def _nearest(
+        self,
+        idx: _Open,
+        index: str,
+        vector: Callable[[], Any],
+        top_k: int,
+        deadline: Deadline,
+        filters: Mapping[str, Any] | None,
+        with_vectors: bool,
+    ) -> SearchOutcome:
+        """The ``top_k`` passages nearest ``vector()`` (called once the index is known to
+        hold passages), each hit with its stored vector when ``with_vectors``."""
         with idx.lock:
             bad = self._check_embedder(idx, index)
             if bad:
@@ -341,7 +438,7 @@ class UsearchBackend:
                 if len(idx.graph):
                     return self._lost(index, len(idx.graph))
                 return IndexEmpty(index=index, backend=self.name)
-            q = self.embedder.embed_query(query, Granularity.TEXT).astype(np.float32)
+            q = vector()
             if not np.any(q):
                 return NoMatch(index=index, backend=self.name, searched=total)
             # filters: widen the search, then keep matching passages in rank order
@@ -355,18 +452,20 @@ class UsearchBackend:
             dists = [float(d) for d in matches.distances]
             if deadline.expired():
                 return IndexTimeout(index=index, backend=self.name, deadline_s=deadline.seconds)
-            rows = dict(
-                idx.db.execute(
-                    f"SELECT key, passage FROM passages WHERE key IN ({','.join('?' * len(keys))})",
-                    keys,
+            marks = ",".join("?" * len(keys))
+            rows = {
+                key: (passage, blob)
+                for key, passage, blob in idx.db.execute(
+                    f"SELECT key, passage, vector FROM passages WHERE key IN ({marks})", keys
                 ).fetchall()
-            )
+            }
         lost = sum(1 for key in keys if key not in rows)
         if lost:
             return self._lost(index, lost)
-        found: list[tuple[float, Passage]] = []
+        found: list[tuple[float, Passage, tuple[float, ...] | None]] = []
         for key, dist in zip(keys, dists, strict=True):
-            data = json.loads(rows[key])
+            raw, blob = rows[key]
+            data = json.loads(raw)
             meta = data.get("metadata") or {}
             if filters and any(meta.get(k) != v for k, v in filters.items()):
                 continue
@@ -380,7 +479,12 @@ class UsearchBackend:
                 metadata=meta,
                 digest=data.get("digest"),
             )
-            found.append((1.0 - dist, passage))
+            stored = (
+                tuple(float(x) for x in np.frombuffer(blob, dtype=np.float32))
+                if with_vectors
+                else None
+            )
+            found.append((1.0 - dist, passage, stored))
             if len(found) == top_k:
                 break
         if not found:
@@ -390,8 +494,10 @@ class UsearchBackend:
         # every hit (ranks, scores, each passage's id and digest).
         found.sort(key=lambda f: -f[0])
         hits = [
-            Hit.from_stored(rank=rank, score=score, score_scale=SCALE.name, passage=passage)
-            for rank, (score, passage) in enumerate(found, start=1)
+            Hit.from_stored(
+                rank=rank, score=score, score_scale=SCALE.name, passage=passage, vector=stored
+            )
+            for rank, (score, passage, stored) in enumerate(found, start=1)
         ]
         return Searched.from_stored(
             index=index, backend=self.name, hits=hits, searched=total, scale=SCALE

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
         PersistenceConformance,
         ScanConformance,
         SeparateRecordsConformance,
+        VectorsConformance,
     )
     from indexplug.testing.reference import ReferenceBackend
 
@@ -83,6 +84,7 @@ _WHERE = {
     "GetConformance": "kit",
     "IndexesConformance": "kit",
     "KeysConformance": "kit",
+    "VectorsConformance": "kit",
     "MultiprocessWritersConformance": "kit",
     "OperatorFiltersConformance": "kit",
     "OutageConformance": "kit",
@@ -118,6 +120,7 @@ __all__ = [
     "SeparateRecordsConformance",
     "Subject",
     "Summary",
+    "VectorsConformance",
     "check_ids",
     "conformance_command",
     "print_card",

@@ -71,6 +71,7 @@ __all__ = [
     "PersistenceConformance",
     "ScanConformance",
     "SeparateRecordsConformance",
+    "VectorsConformance",
     "method_name",
 ]
 
@@ -278,6 +279,11 @@ class KeysConformance:
     remove by key (which need ``Capabilities.get`` too)."""
 
 
+class VectorsConformance:
+    """Mixin: checks of ``Capabilities.vectors``: passages added with the caller's vectors,
+    found by them, returned with them on request, and bad vectors refused."""
+
+
 MIXINS: dict[str, type] = {
     "deletion": DeletionConformance,
     "filters": FiltersConformance,
@@ -287,6 +293,7 @@ MIXINS: dict[str, type] = {
     "indexes": IndexesConformance,
     "drop": DropConformance,
     "keys": KeysConformance,
+    "vectors": VectorsConformance,
     "persistence": PersistenceConformance,
     "concurrent_writers": ConcurrentWritersConformance,
     "multiprocess_writers": MultiprocessWritersConformance,

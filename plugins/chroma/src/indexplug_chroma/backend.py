@@ -35,6 +35,10 @@ What each op guarantees, and how:
   a refusal leaves the collection as it was.  ``max_bytes`` lives in the collection's metadata.
 * **Deadlines.** Checked before each step (embedding, writing, querying) and after the query, so
   a search that ran past its limit answers ``INDEX_TIMEOUT`` rather than late results.
+* **Your own vectors.** ``add_vectors`` stores the caller's embeddings and ``search_vector``
+  searches by one (:mod:`indexplug_chroma.vectors`), through the same steps as ``add`` and
+  ``search``; vectors stated to be of another embedder than the collection recorded answer
+  ``BAD_REQUEST``.
 * **Outages.** A server that does not answer gives ``INDEX_UNAVAILABLE``; the HTTP client is
   dropped and rebuilt on the next op, so the backend recovers when the server is back.
 """
@@ -45,12 +49,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from indexplug_chroma import records
-from indexplug_chroma.aqueries import ChromaAsyncQueries
 from indexplug_chroma.stores import EmbeddedStore
-from indexplug_chroma.writes import ChromaWrites
+from indexplug_chroma.vectors import ChromaVectors
 
 
-class ChromaBackend(ChromaWrites, ChromaAsyncQueries):
+class ChromaBackend(ChromaVectors):
     """See the module docstring; settings are :class:`~indexplug_chroma.settings.ChromaSettings`."""
 
     # -- extras ------------------------------------------------------------------------------

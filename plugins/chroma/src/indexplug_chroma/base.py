@@ -71,6 +71,7 @@ class ChromaBase:
             # Chroma keeps records apart from vectors in both modes; the kit's delete_rows
             # hook can reach an embedded folder's files only, so only that mode claims it
             separate_records=not server,
+            vectors=True,
         )
         self._store: Store = (
             ServerStore(self.settings) if server else EmbeddedStore(self.home, self.settings)

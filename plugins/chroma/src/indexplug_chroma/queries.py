@@ -25,7 +25,7 @@ from indexplug.outcomes import (
     StatusOutcome,
 )
 from indexplug.passages import MetadataValue, Passage
-from indexplug.protocols import Embedder, Granularity
+from indexplug.protocols import Embedder, Granularity, Vector
 
 from indexplug_chroma import fields, sizes, steps
 from indexplug_chroma.base import ChromaBase, _checked_vector
@@ -73,6 +73,18 @@ class ChromaQueries(ChromaBase):
         """The ``top_k`` nearest passages (see :meth:`_search`).  ``filters`` is what the
         guard gives a backend claiming operators, a parsed :data:`~indexplug.filters.Filter`;
         an equality map (a direct caller) is parsed the same way."""
+        return self._searched(index, query, top_k, deadline, filters)
+
+    def _searched(
+        self,
+        index: str,
+        query: str | Vector,
+        top_k: int,
+        deadline: Deadline,
+        filters: Mapping[str, MetadataValue] | Filter | None,
+    ) -> SearchOutcome:
+        """:meth:`search` by a text or by a query vector (``search_vector``), tried again
+        when the collection or a record changed under the query."""
         from chromadb.errors import NotFoundError
 
         for attempt in range(1, SEARCH_ATTEMPTS + 1):
@@ -96,7 +108,7 @@ class ChromaQueries(ChromaBase):
     def _search(
         self,
         index: str,
-        query: str,
+        query: str | Vector,
         top_k: int,
         deadline: Deadline,
         filters: Filter | None,
@@ -113,7 +125,7 @@ class ChromaQueries(ChromaBase):
     def _search_steps(
         self,
         index: str,
-        query: str,
+        query: str | Vector,
         top_k: int,
         deadline: Deadline,
         filters: Filter | None,
@@ -158,8 +170,11 @@ class ChromaQueries(ChromaBase):
                     check = _provenance_check(filters)
             else:
                 check = _provenance_check(filters)
-        raw = yield steps.Embed(emb, query)
-        vector = _checked_vector(raw, emb)
+        if isinstance(query, str):
+            raw = yield steps.Embed(emb, query)
+            vector = _checked_vector(raw, emb)
+        else:  # search_vector: the caller's vector, checked by the guard
+            vector = _checked_vector(query, emb)
         if not np.any(vector):
             # The embedder saw nothing in the query (no word it knows): no direction to
             # rank by, so honestly nothing matches.

@@ -17,7 +17,7 @@ calls (idempotence, removal, budgets, persistence), honesty under deadlines and 
 fidelity of what comes back against what was added.
 
 The checks live in one module per family: ``outcomes``, ``writes``, ``filters``, ``reads``,
-``drop``, ``keys``, ``budget``, ``integrity``, ``deadlines``, ``asynchronous``,
+``drop``, ``keys``, ``vectors``, ``budget``, ``integrity``, ``deadlines``, ``asynchronous``,
 ``availability``, ``persistence``, ``hostile``, ``concurrency`` and ``scale``.  ``subject``
 holds what a check gets and what it gives back, ``registry`` the list and its gating, and
 ``helpers`` what the families share (calling the backend, judging its answers, the test
@@ -53,6 +53,7 @@ from indexplug.testing.checks import filters  # noqa: F401
 from indexplug.testing.checks import reads  # noqa: F401
 from indexplug.testing.checks import drop  # noqa: F401
 from indexplug.testing.checks import keys  # noqa: F401
+from indexplug.testing.checks import vectors  # noqa: F401
 from indexplug.testing.checks import budget  # noqa: F401
 from indexplug.testing.checks import integrity  # noqa: F401
 from indexplug.testing.checks import deadlines  # noqa: F401
