@@ -145,6 +145,11 @@ PROGRESS: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
     "indexplug_progress", default=None
 )
 """The progress callback of the op running in this context (``invoke(..., progress=)``)."""
+CALLER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "indexplug_caller", default=None
+)
+"""Who makes the calls in this context, where it is not the invoker's own caller: the HTTP
+server sets it to the name of each request's token."""
 
 
 class Invoker:
@@ -302,6 +307,11 @@ class Invoker:
             return mode == "on"
         return self.serving_http or self.allows_remove(index)
 
+    def current_caller(self) -> str:
+        """Who the calls in this context are recorded as made by: :data:`CALLER` where set
+        (a token's name over HTTP), else :attr:`caller`."""
+        return CALLER.get() or self.caller
+
     def audit_log(self) -> AuditLog:
         if self._audit_log is None:
             self._audit_log = AuditLog(max_ids=self.config.audit.max_ids)
@@ -326,7 +336,7 @@ class Invoker:
         hits = [(h.passage.id, h.score, h.rank) for h in getattr(out, "hits", None) or []]
         try:
             self.history_store().record(
-                caller=self.caller,
+                caller=self.current_caller(),
                 op="batch_search" if isinstance(a, BatchSearchArgs) else "search",
                 index=t.index,
                 backend=t.backend_name,
@@ -341,11 +351,14 @@ class Invoker:
         except Exception:  # a history that cannot be opened never fails a search
             self.history_failures += 1
 
-    def _record_change(self, op: str, parsed: Any, answer: dict[str, Any]) -> dict[str, Any]:
+    def _record_change(
+        self, op: str, parsed: Any, answer: dict[str, Any], caller: str | None = None
+    ) -> dict[str, Any]:
         """Append ``op``'s record to the audit log; when that fails after the change ran,
         the answer says so (the change is not undone)."""
+        who = caller or self.current_caller()
         try:
-            self.audit_log().append(**change_record(op, parsed, answer, self.caller))
+            self.audit_log().append(**change_record(op, parsed, answer, who))
         except (AuditError, OSError) as exc:
             answer = {
                 **answer,
@@ -433,7 +446,8 @@ class Invoker:
         out = answer if isinstance(answer, dict) else answer.model_dump(mode="json")
         if not logged:
             return out
-        return await loop.run_in_executor(BLOCKING.get(), self._record_change, op, parsed, out)
+        who = self.current_caller()  # the executor's thread does not see this context
+        return await loop.run_in_executor(BLOCKING.get(), self._record_change, op, parsed, out, who)
 
     def _prepare(
         self, op: str, args: Mapping[str, Any] | str | bytes | None
@@ -1273,7 +1287,7 @@ class Invoker:
         recorded = False
         if mode != "off":
             recorded = self.history_store().record(
-                caller=self.caller,
+                caller=self.current_caller(),
                 op="log_search",
                 index=a.index,
                 backend=a.backend,

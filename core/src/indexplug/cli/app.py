@@ -1031,6 +1031,11 @@ from indexplug.cli.records import audit_app, history_app  # noqa: E402
 app.add_typer(audit_app)
 app.add_typer(history_app)
 
+# The named tokens of serve --http (indexplug.cli.tokens).
+from indexplug.cli.tokens import token_app  # noqa: E402
+
+app.add_typer(token_app)
+
 
 QUIET_PROGRESS = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1"}
 """What turns off the progress bars of the libraries a plugin loads (huggingface_hub's and, through
