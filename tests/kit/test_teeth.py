@@ -261,6 +261,13 @@ CASES: dict[str, tuple[type[ReferenceBackend], dict[str, str]]] = {
             r"does not define"
         },
     ),
+    "its op_stats keeps counting removed passages": (
+        kb.StatsCountsRemoved,
+        {
+            "stats.counts": r"op_stats of stats of an index .* said exists=True, passages=12; a "
+            r"scan reads 10"
+        },
+    ),
     "its own asearch answers less than search": (
         kb.AsyncSearchKeepsOneHit,
         {
@@ -308,11 +315,12 @@ def test_unclaimed_capabilities_are_never_passed() -> None:
         "keys.upsert": "keys",
         "keys.get_remove": "keys",
         "filters.operators": "filter_operators",
+        "stats.counts": "scan",
     }.items():
         assert by_id[check_id].status is CheckStatus.NOT_CLAIMED
         assert by_id[check_id].reason == f"not claimed: {capability}"
-    assert card.summary.not_claimed == 14
-    assert card.summary.passed == card.summary.total - 14
+    assert card.summary.not_claimed == 15
+    assert card.summary.passed == card.summary.total - 15
     # filters.refused applies to every backend: one that claims no filters refuses them all
     assert by_id["filters.refused"].status is CheckStatus.PASSED
     assert card.ok

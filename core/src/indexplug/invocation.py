@@ -191,6 +191,8 @@ class Invoker:
             "export_history": self._export_history,
             "log_search": self._log_search,
             "clear_history": self._clear_history,
+            "stats": self._stats,
+            "similarity": self._similarity,
         }
         self._arunners: dict[str, Callable[[Any], Awaitable[Answer[Any, Any]]]] = {
             "add": self._aadd,
@@ -1325,6 +1327,62 @@ class Invoker:
             message=f"Deleted {n} search record(s) of '{a.index}'.",
             data=ClearHistoryData(cleared=n),
             evidence=IndexEvidence(index=a.index),
+        )  # type: ignore[return-value]
+
+    def _stats(self, a: Any) -> Answer[Any, Any]:
+        from indexplug.ops import StatsData
+        from indexplug.stats import index_stats
+
+        t = self._plain_target(a.index)
+        out = index_stats(t.guard, t.index, deadline_s=self.deadline_for(a.index, a.deadline_s))
+        ev = IndexEvidence(index=t.index, backend=t.backend_name)
+        if not isinstance(out, StatsData):
+            return _failure("stats", out, ev)
+        counted = f"; a scan counted {out.scanned}" if out.scanned is not None else ""
+        return OPS["stats"].result(
+            op="stats",
+            code="STATS",
+            ok=True,
+            message=f"Index '{t.index}' holds {out.passages} passage(s){counted}.",
+            data=out,
+            evidence=ev,
+        )  # type: ignore[return-value]
+
+    def _similarity(self, a: Any) -> Answer[Any, Any]:
+        from indexplug.ops import Problem as _Problem
+        from indexplug.ops import SimilarityData
+        from indexplug.similarity import NotSupported, score
+
+        t = self._plain_target(a.index)
+        ev = IndexEvidence(index=t.index, backend=t.backend_name)
+        out = score(
+            t.guard,
+            t.index,
+            a.query,
+            texts=a.texts,
+            ids=a.ids,
+            deadline_s=self.deadline_for(a.index, a.deadline_s),
+        )
+        if isinstance(out, NotSupported):
+            return OPS["similarity"].result(
+                op="similarity",
+                code="NOT_SUPPORTED",
+                ok=False,
+                message=out.reason,
+                evidence=ev,
+                problem=_Problem(reason=out.reason),
+            )  # type: ignore[return-value]
+        if not isinstance(out, SimilarityData):
+            return _failure("similarity", out, ev)
+        n = len(out.scores)
+        missing = f"; {len(out.missing_ids)} id(s) not found" if out.missing_ids else ""
+        return OPS["similarity"].result(
+            op="similarity",
+            code="SIMILARITY",
+            ok=True,
+            message=f"Scored {n} text(s) against the query with {out.scorer}{missing}.",
+            data=out,
+            evidence=ev,
         )  # type: ignore[return-value]
 
     def _evidence(self) -> ConfigEvidence:
