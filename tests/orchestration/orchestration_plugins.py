@@ -257,16 +257,19 @@ class DenseBackend(StoreBackend):
 
     name = "test-dense"
 
-    def __init__(self, store="dense", dim=64):
+    def __init__(self, store="dense", dim=64, lazy=False):
         from indexplug.embedders.hashing import HashingEmbedder
 
         super().__init__(store=store, scale="cosine")
-        self.embedder = HashingEmbedder(int(dim))
+        made = HashingEmbedder(int(dim))
+        self.embedder_name = made.name
+        # lazy: a method that makes the embedder on first use, as chroma's does
+        self.embedder = (lambda: made) if lazy else made
         self.capabilities = self.capabilities.model_copy(update={"dense": True})
 
     def status(self, index, *, deadline):
         out = super().status(index, deadline=deadline)
-        return out.model_copy(update={"embedder": self.embedder.name})
+        return out.model_copy(update={"embedder": self.embedder_name})
 
 
 def _store(ctx):
@@ -294,7 +297,9 @@ class _Plugin:
             BackendSpec(
                 name="test-dense",
                 factory=lambda ctx: DenseBackend(
-                    str(ctx.options.get("store", "dense")), int(ctx.options.get("dim", 64))
+                    str(ctx.options.get("store", "dense")),
+                    int(ctx.options.get("dim", 64)),
+                    bool(ctx.options.get("lazy", False)),
                 ),
             ),
         ]

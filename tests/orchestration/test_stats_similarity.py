@@ -34,6 +34,13 @@ backend = "test-dense"
 store = "{store}"
 dim = 64
 
+[indexes.lazy]
+backend = "test-dense"
+[indexes.lazy.settings]
+store = "{store}"
+dim = 64
+lazy = true
+
 [indexes.both]
 kind = "fusion"
 members = ["docs", "dense"]
@@ -130,6 +137,14 @@ def test_similarity_scores_with_the_index_embedder(inv: Invoker) -> None:
     q = e.embed_query(texts[0], Granularity.TEXT)
     (v,) = e.embed_documents([texts[1]], Granularity.TEXT)
     assert other == pytest.approx(float(q @ v), abs=1e-5)  # the embedder's own cosine
+
+
+def test_similarity_with_an_embedder_made_on_first_use(inv: Invoker) -> None:
+    texts = ["Otters hold hands.", "Descale the kettle."]
+    args = {"query": texts[0], "texts": texts}
+    eager = both(inv, "similarity", {"index": "dense", **args})["data"]
+    lazy = both(inv, "similarity", {"index": "lazy", **args})["data"]
+    assert lazy["scorer"] == "cosine" and lazy["scores"] == eager["scores"]
 
 
 def test_similarity_by_id_reads_the_stored_passages(inv: Invoker) -> None:

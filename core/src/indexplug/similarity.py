@@ -3,10 +3,11 @@ index's own scorer, never a number the index would not give.
 
 * A dense backend that offers ``rerank`` (:class:`indexplug.protocols.Reranker`, e.g. colbert's
   MaxSim) scores through it, under the guard: its score is the one its searches give.
-* Another dense backend scores with its own embedder (the backend's ``embedder`` attribute):
-  the cosine of the two texts' vectors for a text embedder, MaxSim (for each query token, the
-  best cosine with a passage token, summed) for a token embedder.  Passages named by id are read
-  back (``get``) and their text embedded again with the same embedder.
+* Another dense backend scores with its own embedder (its ``embedder`` attribute, or what its
+  ``embedder()`` method makes): the cosine of the two texts' vectors for a text embedder,
+  MaxSim (for each query token, the best cosine with a passage token, summed) for a token
+  embedder.  Passages named by id are read back (``get``) and their text embedded again with
+  the same embedder.
 * A lexical backend (BM25 and its kin score a query against an index's term statistics, not one
   text against another) answers :class:`NotSupported`.
 """
@@ -78,6 +79,8 @@ def score(
     embedder = getattr(backend, "embedder", None)
     dense = bool(getattr(backend.capabilities, "dense", False))
     rerank = callable(getattr(backend, "op_rerank", None))
+    if dense and not rerank and not isinstance(embedder, Embedder) and callable(embedder):
+        embedder = embedder()  # a backend that makes its embedder on first use (chroma)
     if not dense or not (rerank or isinstance(embedder, Embedder)):
         return NotSupported(
             f"backend '{guard.name}' scores by {backend.score_scale.name}, which weighs a query's "
