@@ -191,6 +191,12 @@ def test_the_server_token_is_a_write_token_named_http(tmp_path: Path) -> None:
     assert verifier.identify("the-server-token-012345678") is None
 
 
+def test_the_reserved_names_are_the_callers_indexplug_records() -> None:
+    from indexplug.invoke_records import CALLERS
+
+    assert set(CALLERS) == tk.RESERVED
+
+
 def test_limiter_never_waits_and_says_when_to_retry() -> None:
     now = [0.0]
     limiter = tk.Limiter(clock=lambda: now[0])
