@@ -219,3 +219,39 @@ def test_cli_stats_and_similarity(tmp_path: Path, write_config: Any) -> None:
     args = '{"index": "docs", "query": "q", "texts": ["q"]}'
     r = _cli(tmp_path, "invoke", "similarity", "-a", args, "-c", cfg)
     assert r.returncode == 69 and json.loads(r.stdout)["code"] == "NOT_SUPPORTED"
+
+
+class _TokenOnly:
+    """The hashing embedder offering token vectors only (as a late-interaction model does)."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(64)
+        self.name, self.dim = "hashing-tokens", 64
+        self.granularities = frozenset({Granularity.TOKEN})
+
+    def readiness(self) -> Any:
+        return self.inner.readiness()
+
+    def embed_documents(self, texts: Any, granularity: Granularity) -> Any:
+        assert granularity is Granularity.TOKEN
+        return self.inner.embed_documents(texts, granularity)
+
+    def embed_query(self, text: str, granularity: Granularity) -> Any:
+        assert granularity is Granularity.TOKEN
+        return self.inner.embed_query(text, granularity)
+
+
+def test_similarity_with_token_vectors_is_maxsim() -> None:
+    import numpy as np
+    from indexplug.similarity import _embedded
+
+    e = _TokenOnly()
+    query, texts = "otters hold hands", ["otters hold hands", "kettles boil water"]
+    ps = [Passage.create(t, f"mem://{i}") for i, t in enumerate(texts)]
+    got = _embedded(e, query, ps, [(0, None), (1, None)], [])  # type: ignore[arg-type]
+    assert got.scorer == "maxsim" and got.scale is not None and got.scale.name == "maxsim"
+    q = e.embed_query(query, Granularity.TOKEN)
+    for s, d in zip(got.scores, e.embed_documents(texts, Granularity.TOKEN), strict=True):
+        assert s.score == pytest.approx(float(np.max(q @ d.T, axis=1).sum()), abs=1e-4)
+    assert got.scores[0].score == pytest.approx(3.0, abs=1e-4)  # each query token found
+    assert got.scores[1].score < got.scores[0].score
