@@ -493,3 +493,27 @@ class AsyncSearchKeepsOneHit(ReferenceBackend):
         if isinstance(out, Searched) and len(out.hits) > 1:
             return out.model_copy(update={"hits": out.hits[:1]})
         return out
+
+
+# -- stats: a count that disagrees with scan
+
+
+class StatsCountsRemoved(ReferenceBackend):
+    """Offers ``op_stats`` whose passage count still includes removed passages (a stale
+    counter); only ``stats.counts`` asks it and compares with a scan."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.gone: dict[str, int] = {}
+
+    def remove(self, index: str, ids: Sequence[str], **kw: Any) -> Any:
+        out = super().remove(index, ids, **kw)
+        self.gone[index] = self.gone.get(index, 0) + int(getattr(out, "removed", 0) or 0)
+        return out
+
+    def op_stats(self, index: str, *, deadline: Deadline) -> Any:
+        out = super().status(index, deadline=deadline)
+        extra = self.gone.get(index, 0)
+        if extra and getattr(out, "exists", False):
+            return out.model_copy(update={"passages": out.passages + extra})
+        return out

@@ -147,6 +147,8 @@ CASES: dict[str, tuple[type[ReferenceBackend], dict[str, str]]] = {
             "get.by_id": r"get of a removed passage's id still answered it",
             "scan.pages": r"scan after removing a passage answered 12 passages, expected the "
             r"other 11",
+            "stats.counts": r"a scan for stats of an index .* less 2 removed read 12 passages, "
+            r"not the 10 stored",
             "indexes.lists": r"indexes after removing a passage listed 'kit-listb-\w+' with 3 "
             r"passages; it holds 2",
             "keys.get_remove": r"get by key after removing doc-c answered 5 passage\(s\), "
@@ -213,12 +215,19 @@ CASES: dict[str, tuple[type[ReferenceBackend], dict[str, str]]] = {
         kb.ScanSkipsPage,
         {
             "scan.pages": r"scan of 12 passages in pages of 5 returned 7 of the 12 passages "
-            r"\(5 never came\)"
+            r"\(5 never came\)",
+            # stats reads by scan too
+            "stats.counts": r"a scan for stats of an index .* read 5 passages, not the 10 stored",
         },
     ),
     "scan repeats the cursor's passage": (
         kb.ScanRepeatsCursor,
-        {"scan.pages": r"\(page 2\) returned INDEX_FAILED \(contract violation .*out of id order"},
+        {
+            "scan.pages": r"\(page 2\) returned INDEX_FAILED \(contract violation .*out of id "
+            r"order",
+            "stats.counts": r"scan for stats .* \(page 2\) returned INDEX_FAILED \(contract "
+            r"violation .*out of id order",
+        },
     ),
     "indexes omits one": (
         kb.IndexesOmitsOne,
@@ -259,6 +268,13 @@ CASES: dict[str, tuple[type[ReferenceBackend], dict[str, str]]] = {
         {
             "filters.refused": r"claims filter operator\(s\) \$regex, which indexplug.filters "
             r"does not define"
+        },
+    ),
+    "its op_stats keeps counting removed passages": (
+        kb.StatsCountsRemoved,
+        {
+            "stats.counts": r"op_stats of stats of an index .* said exists=True, passages=12; a "
+            r"scan reads 10"
         },
     ),
     "its own asearch answers less than search": (
@@ -315,11 +331,12 @@ def test_unclaimed_capabilities_are_never_passed() -> None:
         "vectors.search": "vectors",
         "vectors.returned": "vectors",
         "vectors.refused": "vectors",
+        "stats.counts": "scan",
     }.items():
         assert by_id[check_id].status is CheckStatus.NOT_CLAIMED
         assert by_id[check_id].reason == f"not claimed: {capability}"
-    assert card.summary.not_claimed == 18
-    assert card.summary.passed == card.summary.total - 18
+    assert card.summary.not_claimed == 19
+    assert card.summary.passed == card.summary.total - 19
     # filters.refused applies to every backend: one that claims no filters refuses them all
     assert by_id["filters.refused"].status is CheckStatus.PASSED
     assert card.ok

@@ -232,6 +232,46 @@ class StoreBackend(_Base):
         return IndexStatus(index=index, backend=self.name, exists=False, passages=0)
 
 
+class GateBackend(_Base):
+    """Each search writes ``reached`` in its ``gate`` folder, then answers only once a test
+    writes ``open`` there (60 s backstop): a request held in flight, across processes."""
+
+    name = "test-gate"
+    BACKSTOP_S = 60.0
+
+    def __init__(self, gate):
+        import pathlib
+
+        self.gate = pathlib.Path(gate)
+
+    def search(self, index, query, *, top_k, deadline, filters=None):
+        (self.gate / "reached").write_text("1")
+        end = time.monotonic() + self.BACKSTOP_S
+        while not (self.gate / "open").exists() and time.monotonic() < end:
+            time.sleep(0.01)
+        return NoMatch(index=index, searched=1)
+
+
+class DenseBackend(StoreBackend):
+    """:class:`StoreBackend` that claims to be dense: cosine of hashing-embedder vectors."""
+
+    name = "test-dense"
+
+    def __init__(self, store="dense", dim=64, lazy=False):
+        from indexplug.embedders.hashing import HashingEmbedder
+
+        super().__init__(store=store, scale="cosine")
+        made = HashingEmbedder(int(dim))
+        self.embedder_name = made.name
+        # lazy: a method that makes the embedder on first use, as chroma's does
+        self.embedder = (lambda: made) if lazy else made
+        self.capabilities = self.capabilities.model_copy(update={"dense": True})
+
+    def status(self, index, *, deadline):
+        out = super().status(index, deadline=deadline)
+        return out.model_copy(update={"embedder": self.embedder_name})
+
+
 def _store(ctx):
     o = dict(ctx.options)
     return StoreBackend(
@@ -251,6 +291,17 @@ class _Plugin:
             BackendSpec(name="test-slow", factory=lambda ctx: SlowBackend()),
             BackendSpec(name="test-meet", factory=lambda ctx: MeetingBackend()),
             BackendSpec(name="test-broken", factory=lambda ctx: BrokenBackend()),
+            BackendSpec(
+                name="test-gate", factory=lambda ctx: GateBackend(ctx.options.get("gate", "."))
+            ),
+            BackendSpec(
+                name="test-dense",
+                factory=lambda ctx: DenseBackend(
+                    str(ctx.options.get("store", "dense")),
+                    int(ctx.options.get("dim", 64)),
+                    bool(ctx.options.get("lazy", False)),
+                ),
+            ),
         ]
 
 

@@ -153,6 +153,8 @@ CANNOT_LOSE: dict[str, str] = {
     "history": "reads",
     "export_history": "writes only a new file under the configured folders, never the index",
     "log_search": "appends one search-history record, never touches the index",
+    "stats": "reads",
+    "similarity": "reads",
 }
 """Ops that cannot lose a stored passage (add without a key and index_folder's incremental runs
 are covered by test_writes_that_need_no_permission_lose_nothing)."""

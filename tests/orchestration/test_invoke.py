@@ -220,6 +220,8 @@ def test_ops_lists_every_op_with_schemas_that_hold(docs: Path, write_config: Any
         "copy",
         "audit",
         "history",
+        "stats",
+        "similarity",
         "export_history",
         "log_search",
         "clear_history",

@@ -99,6 +99,8 @@ def test_stdio_end_to_end_every_outcome_kind(tmp_path: Path, docs: Path, write_c
             "export",
             "audit",
             "history",
+            "stats",
+            "similarity",
             "export_history",
             "log_search",
         }  # remove, drop, import, copy, clear_history: not listed, the configuration allows

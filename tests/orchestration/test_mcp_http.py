@@ -255,6 +255,8 @@ def test_http_token_from_the_environment_and_read_only(tmp_path: Path, write_con
                 "indexes",
                 "audit",
                 "history",
+                "stats",
+                "similarity",
             }
             for name, args in (
                 ("add", {"index": "docs", "passages": [{"text": "otters", "uri": "m://o"}]}),

@@ -58,6 +58,8 @@ READS = {
     "indexes",
     "audit",
     "history",
+    "stats",
+    "similarity",
 }
 
 

@@ -124,3 +124,26 @@ def test_vectors_of_another_model_than_the_index_records_are_a_bad_request(
     added = second.add_vectors("u", passages[:1], vectors[:1])
     assert isinstance(added, indexplug.BadRequest) and added.field == "embedder"
     second.close()
+
+
+def test_stats_and_similarity_use_the_index_embedder(tmp_path: Path) -> None:
+    """``stats`` names the embedder and its dimension and counts what a scan reads;
+    ``similarity`` scores with the index's own embedder: the cosine its searches give."""
+    from indexplug.similarity import score
+    from indexplug.stats import index_stats
+
+    g = BackendFactory("usearch", str(tmp_path), {"embedder": "hashing:default"})()
+    ps = [Passage.create(t, f"mem://{i}") for i, t in enumerate(TEXTS)]
+    g.add("u", ps)
+    got = index_stats(g, "u")
+    assert (got.passages, got.scanned) == (4, None)  # usearch has no scan: status's figures
+    assert any("no scan" in n for n in got.notes)
+    assert (got.embedder, got.dim, got.scale.name) == ("hashing:default", 256, "cosine")
+    sims = score(g, "u", "otters holding hands", texts=[TEXTS[0], TEXTS[2]])
+    hits = g.search("u", "otters holding hands", top_k=4)
+    assert isinstance(hits, Searched)
+    searched = {h.passage.text: h.score for h in hits.hits}
+    assert sims.scorer == "cosine" and [s.n for s in sims.scores] == [0, 1]
+    assert [s.score for s in sims.scores] == pytest.approx(
+        [searched[TEXTS[0]], searched[TEXTS[2]]], abs=1e-4
+    )

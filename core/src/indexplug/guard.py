@@ -1292,6 +1292,7 @@ class Guard:
             "rerank": {"query", "passages"},
             "explain": {"query", "passage_id"},
             "neighbours": {"passage_id", "before", "after"},
+            "stats": set(),
         }[op]
         if set(kwargs) != expected:
             names = ", ".join(sorted(expected)) or "none"

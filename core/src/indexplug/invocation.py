@@ -145,6 +145,11 @@ PROGRESS: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
     "indexplug_progress", default=None
 )
 """The progress callback of the op running in this context (``invoke(..., progress=)``)."""
+CALLER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "indexplug_caller", default=None
+)
+"""Who makes the calls in this context, where it is not the invoker's own caller: the HTTP
+server sets it to the name of each request's token."""
 
 
 class Invoker:
@@ -186,6 +191,8 @@ class Invoker:
             "export_history": self._export_history,
             "log_search": self._log_search,
             "clear_history": self._clear_history,
+            "stats": self._stats,
+            "similarity": self._similarity,
         }
         self._arunners: dict[str, Callable[[Any], Awaitable[Answer[Any, Any]]]] = {
             "add": self._aadd,
@@ -302,6 +309,11 @@ class Invoker:
             return mode == "on"
         return self.serving_http or self.allows_remove(index)
 
+    def current_caller(self) -> str:
+        """Who the calls in this context are recorded as made by: :data:`CALLER` where set
+        (a token's name over HTTP), else :attr:`caller`."""
+        return CALLER.get() or self.caller
+
     def audit_log(self) -> AuditLog:
         if self._audit_log is None:
             self._audit_log = AuditLog(max_ids=self.config.audit.max_ids)
@@ -326,7 +338,7 @@ class Invoker:
         hits = [(h.passage.id, h.score, h.rank) for h in getattr(out, "hits", None) or []]
         try:
             self.history_store().record(
-                caller=self.caller,
+                caller=self.current_caller(),
                 op="batch_search" if isinstance(a, BatchSearchArgs) else "search",
                 index=t.index,
                 backend=t.backend_name,
@@ -341,11 +353,14 @@ class Invoker:
         except Exception:  # a history that cannot be opened never fails a search
             self.history_failures += 1
 
-    def _record_change(self, op: str, parsed: Any, answer: dict[str, Any]) -> dict[str, Any]:
+    def _record_change(
+        self, op: str, parsed: Any, answer: dict[str, Any], caller: str | None = None
+    ) -> dict[str, Any]:
         """Append ``op``'s record to the audit log; when that fails after the change ran,
         the answer says so (the change is not undone)."""
+        who = caller or self.current_caller()
         try:
-            self.audit_log().append(**change_record(op, parsed, answer, self.caller))
+            self.audit_log().append(**change_record(op, parsed, answer, who))
         except (AuditError, OSError) as exc:
             answer = {
                 **answer,
@@ -433,7 +448,8 @@ class Invoker:
         out = answer if isinstance(answer, dict) else answer.model_dump(mode="json")
         if not logged:
             return out
-        return await loop.run_in_executor(BLOCKING.get(), self._record_change, op, parsed, out)
+        who = self.current_caller()  # the executor's thread does not see this context
+        return await loop.run_in_executor(BLOCKING.get(), self._record_change, op, parsed, out, who)
 
     def _prepare(
         self, op: str, args: Mapping[str, Any] | str | bytes | None
@@ -1273,7 +1289,7 @@ class Invoker:
         recorded = False
         if mode != "off":
             recorded = self.history_store().record(
-                caller=self.caller,
+                caller=self.current_caller(),
                 op="log_search",
                 index=a.index,
                 backend=a.backend,
@@ -1311,6 +1327,62 @@ class Invoker:
             message=f"Deleted {n} search record(s) of '{a.index}'.",
             data=ClearHistoryData(cleared=n),
             evidence=IndexEvidence(index=a.index),
+        )  # type: ignore[return-value]
+
+    def _stats(self, a: Any) -> Answer[Any, Any]:
+        from indexplug.ops import StatsData
+        from indexplug.stats import index_stats
+
+        t = self._plain_target(a.index)
+        out = index_stats(t.guard, t.index, deadline_s=self.deadline_for(a.index, a.deadline_s))
+        ev = IndexEvidence(index=t.index, backend=t.backend_name)
+        if not isinstance(out, StatsData):
+            return _failure("stats", out, ev)
+        counted = f"; a scan counted {out.scanned}" if out.scanned is not None else ""
+        return OPS["stats"].result(
+            op="stats",
+            code="STATS",
+            ok=True,
+            message=f"Index '{t.index}' holds {out.passages} passage(s){counted}.",
+            data=out,
+            evidence=ev,
+        )  # type: ignore[return-value]
+
+    def _similarity(self, a: Any) -> Answer[Any, Any]:
+        from indexplug.ops import Problem as _Problem
+        from indexplug.ops import SimilarityData
+        from indexplug.similarity import NotSupported, score
+
+        t = self._plain_target(a.index)
+        ev = IndexEvidence(index=t.index, backend=t.backend_name)
+        out = score(
+            t.guard,
+            t.index,
+            a.query,
+            texts=a.texts,
+            ids=a.ids,
+            deadline_s=self.deadline_for(a.index, a.deadline_s),
+        )
+        if isinstance(out, NotSupported):
+            return OPS["similarity"].result(
+                op="similarity",
+                code="NOT_SUPPORTED",
+                ok=False,
+                message=out.reason,
+                evidence=ev,
+                problem=_Problem(reason=out.reason),
+            )  # type: ignore[return-value]
+        if not isinstance(out, SimilarityData):
+            return _failure("similarity", out, ev)
+        n = len(out.scores)
+        missing = f"; {len(out.missing_ids)} id(s) not found" if out.missing_ids else ""
+        return OPS["similarity"].result(
+            op="similarity",
+            code="SIMILARITY",
+            ok=True,
+            message=f"Scored {n} text(s) against the query with {out.scorer}{missing}.",
+            data=out,
+            evidence=ev,
         )  # type: ignore[return-value]
 
     def _evidence(self) -> ConfigEvidence:

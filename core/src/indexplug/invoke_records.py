@@ -10,7 +10,8 @@ AUDITED = frozenset({"add", "index_folder", "remove", "drop", "import", "copy", 
 """The ops that change an index (or its history): each is recorded in the audit log where the
 configuration's ``[audit]`` says so (see :meth:`Invoker.audits`)."""
 CALLERS = ("python", "cli", "stdio", "http")
-"""Who a change or a search is recorded as made by (a token's name over HTTP, later)."""
+"""Who a change or a search is recorded as made by, besides the name of a named HTTP token
+(:mod:`indexplug.tokens`, which refuses these as token names)."""
 
 
 def change_record(op: str, parsed: Any, answer: Mapping[str, Any], caller: str) -> dict[str, Any]:

@@ -432,6 +432,61 @@ class LogSearchArgs(_Args):
         return _filter_arg(value)
 
 
+class StatsArgs(_Args):
+    """What an index holds: counts, sizes, text lengths, embedder, scale, extras."""
+
+    index: str = IndexName
+    deadline_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=3600,
+        description="Seconds each read (status, each scan page) may take.",
+    )
+
+
+MAX_SIMILARITY_TEXTS = 100
+MAX_SIMILARITY_IDS = 1000
+
+
+class SimilarityArgs(_Args):
+    """Score ``query`` against ``texts`` or against stored passages by ``ids`` (exactly one),
+    with the index's own scorer."""
+
+    index: str = IndexName
+    query: str = Field(
+        min_length=1, max_length=MAX_QUERY_CHARS, description="The text scored against the rest."
+    )
+    texts: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_SIMILARITY_TEXTS,
+        description="Texts to score against the query (two texts: the query and one text).",
+    )
+    ids: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_SIMILARITY_IDS,
+        description="Stored passages to score against the query, by id.",
+    )
+    deadline_s: float | None = DeadlineS
+
+    @field_validator("texts")
+    @classmethod
+    def _texts(cls, value: list[str] | None) -> list[str] | None:
+        for t in value or []:
+            if not t.strip() or len(t) > MAX_PASSAGE_CHARS:
+                raise ValueError(
+                    f"each text must be 1 to {MAX_PASSAGE_CHARS} characters, not blank"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _one(self) -> SimilarityArgs:
+        if (self.texts is None) == (self.ids is None):
+            raise ValueError("give exactly one of texts or ids")
+        return self
+
+
 # -- answers -----------------------------------------------------------------------------
 
 D = TypeVar("D")
@@ -886,6 +941,64 @@ class CopyAnswer(Answer[CopyData, CopyEvidence]):
     pass
 
 
+class LengthStats(_Model):
+    """A distribution of text lengths in characters (nearest-rank percentiles)."""
+
+    min: int
+    p50: int
+    p90: int
+    max: int
+    mean: float
+
+
+class StatsData(_Model):
+    passages: int = Field(description="Passages the index holds, as its status says.")
+    scanned: int | None = Field(
+        default=None, description="Passages counted by scanning (null: the backend has no scan)."
+    )
+    distinct_keys: int | None = None
+    distinct_sources: int | None = Field(default=None, description="Distinct source URIs.")
+    bytes_used: int | None = None
+    max_bytes: int | None = None
+    budget_used: float | None = Field(
+        default=None, description="bytes_used / max_bytes, when both are known."
+    )
+    estimate: bool = False
+    text_bytes: int | None = Field(default=None, description="UTF-8 bytes of the passages' text.")
+    text_chars: LengthStats | None = None
+    embedder: str | None = None
+    dim: int | None = None
+    scale: ScoreScale
+    last_write: float | None = Field(
+        default=None, description="Unix time of the last write, where the backend knows it."
+    )
+    extras: dict[str, Any] = Field(
+        default_factory=dict, description="The backend's own figures (status details, op_stats)."
+    )
+    notes: list[str] = Field(default_factory=list)
+
+
+class StatsAnswer(Answer[StatsData, IndexEvidence]):
+    pass
+
+
+class SimilarityScore(_Model):
+    n: int = Field(description="Position in texts or ids (from 0).")
+    id: str | None = Field(default=None, description="The passage id, when scored by ids.")
+    score: float
+
+
+class SimilarityData(_Model):
+    scores: list[SimilarityScore] = Field(default_factory=list, description="In the order given.")
+    scale: ScoreScale | None = None
+    scorer: str = Field(description="cosine, maxsim, or rerank (the backend's own op).")
+    missing_ids: list[str] = Field(default_factory=list)
+
+
+class SimilarityAnswer(Answer[SimilarityData, IndexEvidence]):
+    pass
+
+
 # -- the table of ops --------------------------------------------------------------------
 
 FAILURES = ["INDEX_FAILED", "INDEX_TIMEOUT", "INDEX_UNAVAILABLE"]
@@ -1084,6 +1197,25 @@ OPS: dict[str, OpSpec] = {
             ("CLEARED", "INDEX_UNAVAILABLE", *REFUSALS),
             sensitive=True,
             read_only=False,
+        ),
+        OpSpec(
+            "stats",
+            "What an index holds: passages (as status says, and as scan counts them), distinct "
+            "keys and sources, bytes against the budget, text lengths (min, p50, p90, max), "
+            "embedder and dimension, score scale, last write time, and the backend's own "
+            "figures.",
+            StatsArgs,
+            StatsAnswer,
+            ("STATS", *FAILURES, *REFUSALS),
+        ),
+        OpSpec(
+            "similarity",
+            "Score a query against texts, or against stored passages by id, with the index's "
+            "own scorer (cosine for a dense index, MaxSim for late interaction); a lexical "
+            "index answers NOT_SUPPORTED.",
+            SimilarityArgs,
+            SimilarityAnswer,
+            ("SIMILARITY", "NOT_SUPPORTED", *FAILURES, *REFUSALS),
         ),
         OpSpec(
             "backends",

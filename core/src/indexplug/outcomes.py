@@ -601,6 +601,7 @@ ALLOWED: dict[str, tuple[type[_Outcome], ...]] = {
         IndexTimeout,
         IndexUnavailable,
     ),
+    "stats": (IndexStatus, IndexFailed, IndexTimeout, IndexUnavailable),
 }
 """Which outcomes each op may answer; the guard turns anything else into ``IndexFailed``.
 The first four are every backend's; ``get``, ``scan`` and ``indexes`` are the data interface a
@@ -645,6 +646,10 @@ EXIT_CODES: dict[str, int] = {
     "HISTORY": 0,
     "CLEARED": 0,
     "LOGGED": 0,
+    "STATS": 0,
+    "SIMILARITY": 0,
+    "NOT_SUPPORTED": 69,
+    "RATE_LIMITED": 75,
     "BAD_REQUEST": 64,
     "NOT_ALLOWED": 77,
 }

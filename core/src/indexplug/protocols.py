@@ -351,6 +351,15 @@ class VectorStore(Protocol):
         ...
 
 
+class StatsSource(Protocol):
+    """The backend's own figures for ``stats`` (segments, pages, shards, centroids, the last
+    write time as ``last_write`` in Unix seconds): ``IndexStatus`` whose ``details`` hold them,
+    or a failure.  ``stats`` computes the counts every backend has (from ``status`` and
+    ``scan``) itself."""
+
+    def op_stats(self, index: str, *, deadline: Deadline) -> Any: ...
+
+
 EXTENSION_OPS: dict[str, type] = {
     "drop": Droppable,
     "optimize": Optimizable,
@@ -358,6 +367,7 @@ EXTENSION_OPS: dict[str, type] = {
     "rerank": Reranker,
     "explain": Explainer,
     "neighbours": NeighbourSource,
+    "stats": StatsSource,
 }
 """The optional ops a backend may offer (a method ``op_<name>``), each with its protocol; the
 outcomes each may answer are in :data:`indexplug.outcomes.ALLOWED`, and the guard checks their

@@ -542,6 +542,121 @@ def status(
     finish(outcome)
 
 
+@app.command()
+def stats(
+    index: IndexOpt,
+    backend: BackendOpt = None,
+    option: OptionOpt = None,
+    embedder: EmbedderOpt = None,
+    config: ConfigOpt = None,
+    deadline: DeadlineOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show what an index holds: passages (as status says and as a scan counts them), keys,
+    sources, bytes against the budget, text lengths, embedder, score scale, last write, and
+    the backend's own figures."""
+    import time
+
+    from indexplug.ops import StatsData
+    from indexplug.stats import index_stats
+
+    def body() -> Any:
+        return index_stats(
+            target(index, backend, option, embedder, config).guard, index, deadline_s=deadline
+        )
+
+    got = guarded(body)
+    if not isinstance(got, StatsData):
+        emit(got, as_json)
+        finish(got)
+    if as_json:
+        out.print_json(got.model_dump_json())
+        raise typer.Exit(0)
+    lengths = got.text_chars
+    rows = [
+        (
+            "passages",
+            f"{got.passages}" + (f" (scan: {got.scanned})" if got.scanned is not None else ""),
+        ),
+        ("distinct keys", got.distinct_keys),
+        ("distinct sources", got.distinct_sources),
+        ("bytes", f"{got.bytes_used}" + (f" of {got.max_bytes}" if got.max_bytes else "")),
+        ("text bytes", got.text_bytes),
+        (
+            "text chars",
+            f"min {lengths.min}, p50 {lengths.p50}, p90 {lengths.p90}, max {lengths.max}"
+            if lengths
+            else None,
+        ),
+        ("embedder", f"{got.embedder} (dim {got.dim})" if got.embedder else None),
+        ("score scale", got.scale.name),
+        (
+            "last write",
+            time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(got.last_write))
+            if got.last_write
+            else None,
+        ),
+        *((f"extra: {k}", v) for k, v in sorted(got.extras.items())),
+        *(("note", n) for n in got.notes),
+    ]
+    for name, value in rows:
+        shown = "-" if value is None else one_line(str(value), 200)
+        out.print(f"{name}: {shown}", highlight=False, markup=False)
+
+
+@app.command()
+def similarity(
+    index: IndexOpt,
+    query: Annotated[str, typer.Argument(help="The text scored against the others.")],
+    text: Annotated[
+        list[str] | None, typer.Option("--text", "-t", help="A text to score (repeatable).")
+    ] = None,
+    id_: Annotated[
+        list[str] | None, typer.Option("--id", help="A stored passage's id (repeatable).")
+    ] = None,
+    backend: BackendOpt = None,
+    option: OptionOpt = None,
+    embedder: EmbedderOpt = None,
+    config: ConfigOpt = None,
+    deadline: DeadlineOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Score QUERY against texts (--text) or stored passages (--id) with the index's own
+    scorer (cosine for a dense index, MaxSim for late interaction); a lexical index exits 69
+    (not supported)."""
+    from indexplug.ops import SimilarityData
+    from indexplug.similarity import NotSupported, score
+
+    if bool(text) == bool(id_):
+        raise fail("give --text or --id (one of them, repeatable)")
+
+    def body() -> Any:
+        return score(
+            target(index, backend, option, embedder, config).guard,
+            index,
+            query,
+            texts=list(text) if text else None,
+            ids=list(id_) if id_ else None,
+            deadline_s=deadline,
+        )
+
+    got = guarded(body)
+    if isinstance(got, NotSupported):
+        raise fail(got.reason, 69)
+    if not isinstance(got, SimilarityData):
+        emit(got, as_json)
+        finish(got)
+    if as_json:
+        out.print_json(got.model_dump_json())
+    else:
+        for s in got.scores:
+            shown = s.id or (text or [])[s.n]
+            out.print(f"{s.score:.6f}  {escape(one_line(shown, 80))}", highlight=False)
+        for missing in got.missing_ids:
+            err.print(f"missing: {escape(missing)}", highlight=False)
+    raise typer.Exit(0)
+
+
 FilterOpt = Annotated[
     str | None,
     typer.Option(
@@ -1030,6 +1145,11 @@ from indexplug.cli.records import audit_app, history_app  # noqa: E402
 
 app.add_typer(audit_app)
 app.add_typer(history_app)
+
+# The named tokens of serve --http (indexplug.cli.tokens).
+from indexplug.cli.tokens import token_app  # noqa: E402
+
+app.add_typer(token_app)
 
 
 QUIET_PROGRESS = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1"}

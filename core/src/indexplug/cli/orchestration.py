@@ -187,9 +187,10 @@ def serve_command(
 ) -> None:
     """Run the MCP server (stdio by default) with the ops as tools.
 
-    Over --http every request needs the bearer token (config [server] token_env, else
-    INDEXPLUG_TOKEN, else one made at the first start in INDEXPLUG_HOME/server-token, mode 0600);
-    the token's location is printed, never the token.
+    Over --http every request needs a bearer token: a named token (indexplug token add, with
+    its scope and limits) or the server token (config [server] token_env, else INDEXPLUG_TOKEN,
+    else INDEXPLUG_HOME/server-token, made at the first start with mode 0600 unless named
+    tokens exist); where tokens are is printed, never a token.
     """
     import importlib.util
 
@@ -198,7 +199,8 @@ def serve_command(
     if importlib.util.find_spec("mcp") is None:
         raise _fail("the MCP server needs the mcp extra: pip install 'indexplug[mcp]'")
     from indexplug.invocation import Invoker
-    from indexplug.mcp_server import HTTP_HOST, listen_socket, serve_http, serve_stdio, server_token
+    from indexplug.mcp_server import HTTP_HOST, legacy_token, listen_socket, serve_http, serve_stdio
+    from indexplug.tokens import TokenBook, load, tokens_path
 
     try:
         invoker = Invoker.from_source(config)
@@ -209,11 +211,15 @@ def serve_command(
             serve_stdio(invoker, read_only=read_only)
             return
         token = None
+        book = None
+        named = 0
         if not no_auth:
             try:
-                token = server_token(invoker.config.server.token_env)
+                named = len(load())  # a tokens file that cannot be trusted stops the start
+                token = legacy_token(invoker.config.server.token_env, named=named > 0)
             except ConfigError as exc:
                 raise _fail(str(exc)) from None
+            book = TokenBook()
         try:
             sock = listen_socket(port)
         except OSError as exc:
@@ -225,14 +231,14 @@ def serve_command(
             highlight=False,
             soft_wrap=True,
         )
-        if token is None:
+        if no_auth:
             err.print(
                 "[bold yellow]warning:[/] --no-auth: no bearer token is required; any local user "
                 "or program that can reach this port can call every tool offered",
                 highlight=False,
                 soft_wrap=True,
             )
-        else:
+        if token is not None:
             made = " (made now)" if token.made else ""
             err.print(
                 f"bearer token{made}: {escape(token.where)}; send it as 'Authorization: Bearer "
@@ -240,4 +246,17 @@ def serve_command(
                 highlight=False,
                 soft_wrap=True,
             )
-        serve_http(invoker, sock=sock, token=token.value if token else None, read_only=read_only)
+        if book is not None:
+            err.print(
+                f"named tokens: {named} in {escape(str(tokens_path()))} (indexplug token add "
+                "NAME; reread when it changes)",
+                highlight=False,
+                soft_wrap=True,
+            )
+        serve_http(
+            invoker,
+            sock=sock,
+            token=token.value if token else None,
+            read_only=read_only,
+            tokens=book,
+        )

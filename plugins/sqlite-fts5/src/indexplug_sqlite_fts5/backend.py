@@ -864,6 +864,35 @@ class SqliteFts5Backend:
 
     # -- extras --------------------------------------------------------------------------
     @_op
+    def op_stats(self, index: str, *, deadline: Deadline) -> StatusOutcome:
+        """The file's own figures for ``stats``: pages, free pages, the WAL's size, the rows of
+        FTS5's data table (its segments' leaves and structure), and the last write time (the
+        newest modification time of the index file and its WAL)."""
+        if late := self._late(index, deadline):
+            return late
+        try:
+            conn = self._conn(index, create=False)
+            if conn is None:
+                return IndexStatus(index=index, backend=self.name, exists=False, passages=0)
+            path = self.path(index)
+            wal = path.with_name(path.name + "-wal")
+            times = [p.stat().st_mtime for p in (path, wal) if p.exists()]
+            details = {
+                "pages": int(conn.execute("PRAGMA page_count").fetchone()[0]),
+                "page_size": int(conn.execute("PRAGMA page_size").fetchone()[0]),
+                "freelist_pages": int(conn.execute("PRAGMA freelist_count").fetchone()[0]),
+                "wal_bytes": wal.stat().st_size if wal.exists() else 0,
+                "fts5_data_rows": int(conn.execute("SELECT count(*) FROM fts_data").fetchone()[0]),
+                "last_write": max(times) if times else None,
+            }
+            count = int(self._meta(conn, "count") or 0)
+        except (sqlite3.Error, NotAnIndex, OSError) as exc:
+            return self._failure(index, exc, deadline)
+        return IndexStatus(
+            index=index, backend=self.name, exists=True, passages=count, details=details
+        )
+
+    @_op
     def op_optimize(self, index: str, *, deadline: Deadline) -> StatusOutcome:
         """Merge FTS5 segments into one (faster queries after a large ingest)."""
         if late := self._late(index, deadline):

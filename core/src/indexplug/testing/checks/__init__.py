@@ -18,10 +18,10 @@ fidelity of what comes back against what was added.
 
 The checks live in one module per family: ``outcomes``, ``writes``, ``filters``, ``reads``,
 ``drop``, ``keys``, ``vectors``, ``budget``, ``integrity``, ``deadlines``, ``asynchronous``,
-``availability``, ``persistence``, ``hostile``, ``concurrency`` and ``scale``.  ``subject``
-holds what a check gets and what it gives back, ``registry`` the list and its gating, and
-``helpers`` what the families share (calling the backend, judging its answers, the test
-passages).  A family registers its checks when it is imported, so the order of the imports
+``availability``, ``persistence``, ``hostile``, ``concurrency``, ``scale`` and ``stats``.
+``subject`` holds what a check gets and what it gives back, ``registry`` the list and its
+gating, and ``helpers`` what the families share (calling the backend, judging its answers, the
+test passages).  A family registers its checks when it is imported, so the order of the imports
 below is the order of :data:`CHECKS` and of every card.
 """
 
@@ -63,6 +63,7 @@ from indexplug.testing.checks import persistence  # noqa: F401
 from indexplug.testing.checks import hostile  # noqa: F401
 from indexplug.testing.checks import concurrency  # noqa: F401
 from indexplug.testing.checks import scale  # noqa: F401
+from indexplug.testing.checks import stats  # noqa: F401
 # isort: on
 
 __all__ = [
