@@ -124,3 +124,22 @@ def test_a_lexical_backend_has_no_embedding_retriever() -> None:
         IndexplugEmbeddingRetriever(store)
     assert raised.value.capability == "vectors"
     store.guard.close()
+
+
+def test_a_saved_pipeline_with_the_embedding_retriever_loads_and_runs() -> None:
+    """Saved under ``haystack_integrations``, the retriever loads with Haystack's default trusted
+    modules and searches the same index."""
+    store = IndexplugDocumentStore("saved", backend="chroma", options={"embedder": "hashing:8"})
+    try:
+        store.write_documents([Document(id=t, content=t) for t in DOCS])
+        pipe = Pipeline()
+        pipe.add_component("retrieve", IndexplugEmbeddingRetriever(store, top_k=1))
+        text = pipe.dumps()
+        name = "haystack_integrations.components.retrievers.indexplug.IndexplugEmbeddingRetriever"
+        assert name in text
+        again = Pipeline.loads(text)
+        query = [float(x) for x in store.guard.query_vector("stew with thyme")]
+        out = again.run({"retrieve": {"query_embedding": query}})["retrieve"]["documents"]
+        assert [d.id for d in out] == ["stew with thyme"]
+    finally:
+        store.guard.close()

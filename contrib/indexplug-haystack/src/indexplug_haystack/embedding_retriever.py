@@ -24,7 +24,7 @@ from indexplug.guard import MAX_TOP_K
 
 from indexplug_haystack.document_store import IndexplugDocumentStore
 from indexplug_haystack.filters import Plan
-from indexplug_haystack.retriever import _WIDEN, _answer, _check_top_k
+from indexplug_haystack.retriever import _WIDEN, RETRIEVER_MODULE, _answer, _check_top_k
 from indexplug_haystack.vectors import NoVectors, stated_embedder
 
 
@@ -34,6 +34,10 @@ class IndexplugEmbeddingRetriever:
 
     ``filters`` and ``filter_policy`` as for
     :class:`~indexplug_haystack.retriever.IndexplugRetriever`."""
+
+    # the public home Haystack trusts when loading a saved pipeline (set before ``@component``
+    # registers the class under its module's name)
+    __module__ = RETRIEVER_MODULE
 
     def __init__(
         self,

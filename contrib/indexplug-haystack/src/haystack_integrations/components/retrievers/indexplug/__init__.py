@@ -1,7 +1,8 @@
-"""The indexplug retriever where Haystack looks for integrations, so that a saved pipeline
-naming it loads with Haystack's default trusted modules (``indexplug_haystack`` is the same
-retriever under its own name)."""
+"""The indexplug retrievers where Haystack looks for integrations, so that a saved pipeline
+naming them loads with Haystack's default trusted modules (``indexplug_haystack`` holds the same
+retrievers under its own name)."""
 
+from indexplug_haystack.embedding_retriever import IndexplugEmbeddingRetriever
 from indexplug_haystack.retriever import IndexplugRetriever
 
-__all__ = ["IndexplugRetriever"]
+__all__ = ["IndexplugEmbeddingRetriever", "IndexplugRetriever"]
