@@ -144,7 +144,7 @@ def test_kit_through_pytest(pytester: pytest.Pytester) -> None:
     row = next(c for c in forgot["checks"] if c["id"] == "filters.equality")
     assert row["status"] == "SKIPPED"
     # every check but persistence.reopen and concurrency.processes (not claimed) applies
-    assert forgot["summary"]["total"] == 42 and forgot["summary"]["passed"] == 34
+    assert forgot["summary"]["total"] == 42 and forgot["summary"]["passed"] == 35
     assert forgot["summary"]["missing"] == ["filters.equality"]
     assert forgot["summary"]["ok"] is False
 
