@@ -229,7 +229,7 @@ class SentenceTransformerEmbedder:
 
     def _no_onnx(self) -> str:
         return (
-            f"{self.name}: the int8 path needs onnxruntime and onnx (pip install "
+            f"{self.name}: the int8 path needs onnxruntime, onnx and onnxscript (pip install "
             "'indexplug-sentence-transformers[onnx]'); no other path reproduces its vectors, so "
             "an index built with it cannot be searched without them"
         )

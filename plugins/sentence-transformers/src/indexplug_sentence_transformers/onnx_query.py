@@ -28,18 +28,17 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import tempfile
 import threading
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from indexplug_sentence_transformers import onnx_export
+
 ENGINE_ENV = "INDEXPLUG_ST_QUERY_ENGINE"
 ENGINES = ("auto", "torch")
-OPSET = 17
 FILE = "model.fp32.onnx"
 _export_lock = threading.Lock()
 
@@ -120,7 +119,7 @@ def cache_file(model_name: str, folder: Path) -> Path:
     modification times, no hashing of the weights) because every cold search computes it."""
     import hashlib
 
-    h = hashlib.sha256(f"opset={OPSET}|fp32|{model_name}".encode())
+    h = hashlib.sha256(f"{onnx_export.KEY}|fp32|{model_name}".encode())
     for path in sorted(folder.rglob("*")):
         if path.is_file() and path.suffix in (".json", ".safetensors", ".bin", ".txt"):
             st = path.stat()
@@ -131,56 +130,12 @@ def cache_file(model_name: str, folder: Path) -> Path:
 
 def export(model: Any, model_name: str, folder: Path) -> Path:
     """Export ``model``'s transformer (a loaded ``SentenceTransformer``) in float32, once."""
-    import torch
-
     target = cache_file(model_name, folder)
     if target.is_file():
         return target
     with _export_lock:
-        if target.is_file():
-            return target
-        target.parent.mkdir(parents=True, exist_ok=True)
-        auto = model[0].auto_model
-
-        class Wrapper(torch.nn.Module):  # type: ignore[misc,unused-ignore]
-            def __init__(self, inner: Any) -> None:
-                super().__init__()
-                self.inner = inner
-
-            def forward(self, input_ids: Any, attention_mask: Any) -> Any:
-                return self.inner(
-                    input_ids=input_ids, attention_mask=attention_mask
-                ).last_hidden_state
-
-        ids = torch.ones(1, 8, dtype=torch.long)
-        axes = {0: "batch", 1: "tokens"}
-        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-            out = Path(tmp) / FILE
-            was_training = auto.training
-            auto.eval()
-            try:
-                # the tracer's notes about shapes it treats as constants (one query at a time
-                # of any length is what is exported; the tests compare every shape against
-                # torch) are noise on a user's terminal while an index is built
-                with torch.no_grad(), warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    torch.onnx.export(
-                        Wrapper(auto),
-                        (ids, torch.ones_like(ids)),
-                        str(out),
-                        input_names=["input_ids", "attention_mask"],
-                        output_names=["token_embeddings"],
-                        dynamic_axes={
-                            "input_ids": axes,
-                            "attention_mask": axes,
-                            "token_embeddings": axes,
-                        },
-                        opset_version=OPSET,
-                        dynamo=False,
-                    )
-            finally:
-                auto.train(was_training)
-            os.replace(out, target)
+        if not target.is_file():
+            onnx_export.export_transformer(model, target)
     return target
 
 
