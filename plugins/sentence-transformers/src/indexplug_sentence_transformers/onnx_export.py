@@ -59,11 +59,17 @@ def export_transformer(model: Any, target: Path) -> Path:
             return self.inner(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
     ids = torch.ones(*EXAMPLE_SHAPE, dtype=torch.long)
+    # The sequence axis is bounded by the model's position table (torch.export refuses a range
+    # the model's guards do not cover, and torch.onnx.export then retries slower strategies).
     # The mask's axes are the ids' axes (torch.export finds that itself); naming them once
     # keeps the exporter from warning that a name is given twice.
+    positions = getattr(getattr(auto, "config", None), "max_position_embeddings", None)
+    longest = (
+        int(positions) if isinstance(positions, int) and positions > EXAMPLE_SHAPE[1] else None
+    )
     auto_dim = torch.export.Dim.AUTO
     shapes = {
-        "input_ids": {0: torch.export.Dim("batch"), 1: torch.export.Dim("tokens")},
+        "input_ids": {0: torch.export.Dim("batch"), 1: torch.export.Dim("tokens", max=longest)},
         "attention_mask": {0: auto_dim, 1: auto_dim},
     }
     target.parent.mkdir(parents=True, exist_ok=True)
