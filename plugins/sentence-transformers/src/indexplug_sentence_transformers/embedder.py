@@ -386,8 +386,23 @@ class SentenceTransformerEmbedder:
             return list(_unit(np.asarray(out, dtype=np.float32)))
         return [_normalise_rows(t) for t in out]
 
+    def _onnx_answers(self, granularity: Granularity) -> onnx_query.QueryEncoder | None:
+        """The ONNX encoder that embeds this query, if it does (checked per query, as
+        ``query_dtype`` may be changed on a live embedder).  Token queries: while the model is
+        not loaded (a process that only searches), or with ``query_dtype = "auto"``; once the
+        model is loaded, an explicit ``float32`` or ``bfloat16`` is the torch model's own."""
+        if not self.onnx_query_allowed(granularity):
+            return None
+        if (
+            granularity is Granularity.TOKEN
+            and self._model is not None
+            and self.query_dtype != "auto"
+        ):
+            return None
+        return self._query_encoder(granularity)
+
     def embed_query(self, text: str, granularity: Granularity) -> Vector:
-        fast = self._query_encoder(granularity)
+        fast = self._onnx_answers(granularity)
         if fast is not None:
             if granularity is Granularity.TOKEN and granularity not in self.granularities:
                 raise ValueError(f"{self.name} does not produce {granularity.value} vectors")
