@@ -760,3 +760,47 @@ def test_a_writer_killed_before_its_commit_leaves_the_index_as_before(
     # the next write sweeps what the killed writer staged, and the lock it held is free again
     assert isinstance(g.add("crash", corpus(3, "after"), deadline_s=30), Indexed)
     assert len(list((tmp_path / "home" / "crash" / "native").glob("seg-*"))) == 1
+
+
+def test_the_guard_loads_the_query_encoder_before_the_first_search(tmp_path: Path) -> None:
+    """``prepare`` embeds a token query once with the configured embedder (loading its model
+    outside the first search's deadline); without an embedder setting it loads nothing."""
+    from typing import Any
+
+    from indexplug import get_registry
+    from indexplug.protocols import Granularity
+    from indexplug_colbert import ColbertBackend
+
+    calls: list[tuple[str, Granularity]] = []
+    hashing = get_registry().embedder("hashing:default")
+
+    class Counting:
+        name = hashing.name
+        dim = hashing.dim
+        granularities = hashing.granularities
+
+        def readiness(self) -> Any:
+            return hashing.readiness()
+
+        def embed_documents(self, texts: Any, granularity: Granularity) -> Any:
+            return hashing.embed_documents(texts, granularity)
+
+        def embed_query(self, text: str, granularity: Granularity) -> Any:
+            calls.append((text, granularity))
+            return hashing.embed_query(text, granularity)
+
+    counting = Counting()
+    factory: Any = lambda _spec: counting  # noqa: E731
+    guard = Guard(ColbertBackend(tmp_path / "h", {"embedder": "hashing:default"}, factory))
+    guard.add("i", [Passage.create("river otters eat fish", "mem://o")])
+    assert calls == []
+    guard.prepare()
+    assert calls == [("warm up", Granularity.TOKEN)]
+    guard.prepare()  # once per guard
+    assert len(calls) == 1
+    assert isinstance(guard.search("i", "otters", top_k=1), Searched)
+    assert calls[-1] == ("otters", Granularity.TOKEN)
+
+    calls.clear()
+    Guard(ColbertBackend(tmp_path / "h2", {}, factory)).prepare()
+    assert calls == []

@@ -206,3 +206,112 @@ def test_a_corrupt_export_falls_back_to_torch() -> None:
     vec = np.asarray(broken.embed_query("river otters", Granularity.TEXT))
     assert vec.shape == (384,)
     shutil.rmtree(target.parent)
+
+
+@pytest.mark.parametrize(
+    ("change", "text", "tokens"),
+    [
+        ("none", True, True),
+        ("cls", False, True),  # pooling shapes the text vector only
+        ("dense", False, True),  # so does a Dense layer after pooling
+        ("prompt", False, False),  # a query prompt changes the tokens themselves
+        ("lower", False, False),
+        ("no_tokenizer", False, False),
+        ("not_transformer_first", False, False),
+        ("unknown_module", False, False),
+    ],
+)
+def test_which_models_qualify_for_token_queries(
+    tmp_path: Path, change: str, text: bool, tokens: bool
+) -> None:
+    root = _plain_folder(tmp_path / "m")
+    mods = json.loads((root / "modules.json").read_text())
+    if change == "cls":
+        (root / "1_Pooling" / "config.json").write_text(
+            json.dumps({"pooling_mode_mean_tokens": False, "pooling_mode_cls_token": True})
+        )
+    elif change == "dense":
+        mods.insert(2, {"path": "2_Dense", "type": "sentence_transformers.models.Dense"})
+    elif change == "prompt":
+        (root / "config_sentence_transformers.json").write_text(
+            json.dumps({"prompts": {"query": "query: ", "document": "passage: "}})
+        )
+    elif change == "lower":
+        (root / "sentence_bert_config.json").write_text(
+            json.dumps({"max_seq_length": 256, "do_lower_case": True})
+        )
+    elif change == "no_tokenizer":
+        (root / "tokenizer.json").unlink()
+    elif change == "not_transformer_first":
+        mods = [mods[1], mods[0], mods[2]]
+    elif change == "unknown_module":
+        mods.insert(1, {"path": "1_Weights", "type": "my_lib.TokenReweighter"})
+    (root / "modules.json").write_text(json.dumps(mods))
+    assert (onnx_query.plan_for(root) is not None) is text
+    assert (onnx_query.plan_for(root, tokens=True) is not None) is tokens
+
+
+def test_only_float32_token_paths_use_it() -> None:
+    tok = Granularity.TOKEN
+    assert SentenceTransformerEmbedder("all-MiniLM-L6-v2").onnx_query_allowed(tok)
+    assert SentenceTransformerEmbedder("all-MiniLM-L6-v2", path="bf16,fp32").onnx_query_allowed(tok)
+    assert not SentenceTransformerEmbedder("all-MiniLM-L6-v2", path="fp32,int8").onnx_query_allowed(
+        tok
+    )
+    assert not SentenceTransformerEmbedder("all-MiniLM-L6-v2", path="fp32,bf16").onnx_query_allowed(
+        tok
+    )
+    assert not SentenceTransformerEmbedder(
+        "all-MiniLM-L6-v2", query_dtype="bfloat16"
+    ).onnx_query_allowed(tok)
+    assert not SentenceTransformerEmbedder("all-MiniLM-L6-v2", device="cuda").onnx_query_allowed(
+        tok
+    )
+
+
+@needs_model
+def test_onnx_token_queries_equal_torch_float32_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Late interaction: one vector per token, each within float rounding of torch's fp32."""
+    built = SentenceTransformerEmbedder("all-MiniLM-L6-v2")
+    assert built._query_encoder(Granularity.TOKEN) is None  # nothing exported yet
+    built.embed_documents(["Otters live in rivers."], Granularity.TOKEN)  # writes the export
+    fresh = SentenceTransformerEmbedder("all-MiniLM-L6-v2")
+    assert fresh._query_encoder(Granularity.TOKEN) is not None
+    monkeypatch.setenv(onnx_query.ENGINE_ENV, "torch")
+    ref = SentenceTransformerEmbedder("all-MiniLM-L6-v2", query_dtype="float32")
+    assert ref._query_encoder(Granularity.TOKEN) is None
+    for q in QUERIES:
+        fast = np.asarray(fresh.embed_query(q, Granularity.TOKEN))
+        slow = np.asarray(ref.embed_query(q, Granularity.TOKEN))
+        assert fast.dtype == np.float32 and fast.shape == slow.shape, q
+        assert fast.shape[1] == 384 and len(fast) >= 3  # [CLS] ... [SEP]
+        assert np.allclose(np.linalg.norm(fast, axis=1), 1.0, atol=1e-5)
+        cosines = np.sum(fast * slow, axis=1) / np.linalg.norm(slow, axis=1)
+        assert float(cosines.min()) > 0.99999, q
+    assert len(np.asarray(fresh.embed_query(QUERIES[-1], Granularity.TOKEN))) == 256
+
+
+@needs_model
+def test_a_cold_process_embeds_token_queries_without_torch(tmp_path: Path) -> None:
+    emb = SentenceTransformerEmbedder("all-MiniLM-L6-v2", query_dtype="float32")
+    emb.load()
+    expected = np.asarray(emb.embed_query("river otters", Granularity.TOKEN))
+    out = tmp_path / "tokens.npy"
+    code = (
+        "import sys, numpy as np\n"
+        "from indexplug.protocols import Granularity\n"
+        "from indexplug_sentence_transformers import SentenceTransformerEmbedder\n"
+        "e = SentenceTransformerEmbedder('all-MiniLM-L6-v2')\n"
+        f"np.save({str(out)!r}, e.embed_query('river otters', Granularity.TOKEN))\n"
+        "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers') "
+        "if m in sys.modules))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=dict(os.environ), capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+    got = np.load(out)
+    assert got.shape == expected.shape
+    assert float(np.sum(got * expected, axis=1).min()) > 0.99999

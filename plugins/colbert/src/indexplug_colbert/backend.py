@@ -27,6 +27,7 @@ rules an engine should not have to get right again:
 from __future__ import annotations
 
 import shutil
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -66,7 +67,7 @@ from indexplug.outcomes import (
     StatusOutcome,
 )
 from indexplug.passages import Passage
-from indexplug.protocols import Capabilities, Embedder, Readiness
+from indexplug.protocols import Capabilities, Embedder, Granularity, Readiness
 
 from indexplug_colbert.engines import ENGINES, live_count, load_engine
 from indexplug_colbert.engines.base import (
@@ -219,6 +220,35 @@ class ColbertBackend:
             if not r.ready:
                 return Readiness.no(f"embedder '{spec}' is not ready: {r.reason}")
         return Readiness.yes()
+
+    def prepare(self) -> None:
+        """Load what a search embeds its query with, before the first search's deadline starts
+        (the guard calls it once, see :meth:`indexplug.guard.Guard.prepare`): the configured
+        embedder's per-token query encoder.  With the embedder's torch-free encoder this is a
+        fraction of a second; without it, torch and the model load (seconds, and a search
+        that paid it inside its deadline answered ``INDEX_TIMEOUT``).  On a terminal a line on
+        stderr says so.  Without an ``embedder`` setting the index names its own, unknown
+        until an op names the index: nothing is loaded here."""
+        spec = self.settings.embedder
+        if not spec or self._embedder_factory is None:
+            return
+        try:
+            engine, _ = self._serving()
+        except _Unavailable:
+            return
+        if engine.name != "native":
+            return  # the RAGatouille engine encodes with its checkpoint, per index
+        emb = self._embedder_factory(spec)
+        if not emb.readiness().ready or Granularity.TOKEN not in emb.granularities:
+            return
+        announce = sys.stderr.isatty()
+        if announce:
+            print(f"loading {emb.name} ...", file=sys.stderr, end="", flush=True)
+        try:
+            emb.embed_query("warm up", Granularity.TOKEN)
+        finally:
+            if announce:
+                print(" done", file=sys.stderr, flush=True)
 
     # -- resolving an index --------------------------------------------------------------
     def folder(self, index: str) -> Path:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from indexplug.protocols import Granularity, Readiness, Vector
 
-from indexplug_sentence_transformers import onnx_query
+from indexplug_sentence_transformers import onnx_export, onnx_query
 from indexplug_sentence_transformers import paths as paths_mod
 from indexplug_sentence_transformers.models import (
     ModelSource,
@@ -106,8 +106,9 @@ class SentenceTransformerEmbedder:
         self._dims: tuple[int, int] | None = None
         self._load_error: str | None = None
         self._lock = threading.RLock()
-        self._onnx_query: onnx_query.QueryEncoder | None = None
-        self._onnx_checked = False
+        self._onnx_query: dict[bool, onnx_query.QueryEncoder | None] = {}
+        """The torch-free query encoders by granularity (True: tokens), once looked up."""
+        self._onnx_checked: set[bool] = set()
         self._onnx_exported = False
 
     def __repr__(self) -> str:
@@ -183,33 +184,39 @@ class SentenceTransformerEmbedder:
             self._path_model(p)
         self._export_query_encoder()
 
-    # -- torch-free text queries -------------------------------------------------------------
-    def onnx_query_allowed(self) -> bool:
-        """Whether this embedder's text queries may run on the ONNX float32 export: the text
-        path computes float32 on the CPU (``fp32``, or ``cuda`` with no GPU) and queries are not
-        asked for in bfloat16."""
-        text = self.paths[0]
-        fp32 = text == "fp32" or (text == "cuda" and not paths_mod.gpu_present())
+    # -- torch-free queries ------------------------------------------------------------------
+    def onnx_query_allowed(self, granularity: Granularity = Granularity.TEXT) -> bool:
+        """Whether this embedder's queries of ``granularity`` may run on the ONNX float32
+        export: that granularity's path computes float32 on the CPU (``fp32``, or ``cuda``
+        with no GPU) and queries are not asked for in bfloat16.  (``query_dtype = "auto"``
+        allows it: float32 is the reference the bfloat16 default only approximates, and the
+        export spares a cold process importing torch.)"""
+        path = self._path_for(granularity)
+        fp32 = path == "fp32" or (path == "cuda" and not paths_mod.gpu_present())
         on_cpu = self.device in (None, "cpu")
         return fp32 and on_cpu and self.query_dtype != "bfloat16"
 
-    def _query_encoder(self) -> onnx_query.QueryEncoder | None:
-        """The torch-free text-query encoder, or None (then torch embeds the query)."""
-        if self._onnx_checked:
-            return self._onnx_query
+    def _query_encoder(
+        self, granularity: Granularity = Granularity.TEXT
+    ) -> onnx_query.QueryEncoder | None:
+        """The torch-free query encoder of ``granularity``, or None (then torch embeds it)."""
+        tokens = granularity is Granularity.TOKEN
+        if tokens in self._onnx_checked:
+            return self._onnx_query.get(tokens)
         with self._lock:
-            if not self._onnx_checked:
-                if self.onnx_query_allowed():
-                    self._onnx_query = onnx_query.load(
-                        self.source.name, self.source.folder(), self.max_seq_length
+            if tokens not in self._onnx_checked:
+                if self.onnx_query_allowed(granularity):
+                    self._onnx_query[tokens] = onnx_query.load(
+                        self.source.name, self.source.folder(), self.max_seq_length, tokens=tokens
                     )
-                self._onnx_checked = True
-        return self._onnx_query
+                self._onnx_checked.add(tokens)
+        return self._onnx_query.get(tokens)
 
     def _export_query_encoder(self) -> None:
-        """Write the ONNX export for torch-free queries, once, when torch is loaded anyway.
-        A failure leaves queries on torch (same vectors, slower start)."""
-        if self._onnx_exported or not self.onnx_query_allowed():
+        """Write the ONNX export for torch-free queries, once, when torch is loaded anyway
+        (one file serves text and token queries).  A failure leaves queries on torch (same
+        vectors, slower start)."""
+        if self._onnx_exported:
             return
         self._onnx_exported = True
         folder = self.source.folder()
@@ -217,19 +224,27 @@ class SentenceTransformerEmbedder:
             folder is None
             or onnx_query.engine() == "torch"
             or not onnx_query.runtime_installed()
-            or onnx_query.plan_for(folder) is None
+            or not onnx_export.exporter_installed()
         ):
+            return
+        wanted = [
+            g
+            for g in (Granularity.TEXT, Granularity.TOKEN)
+            if self.onnx_query_allowed(g)
+            and onnx_query.plan_for(folder, tokens=g is Granularity.TOKEN) is not None
+        ]
+        if not wanted:
             return
         with self._lock:
             try:
                 onnx_query.export(self._load(), self.source.name, folder)
             except Exception:
                 return
-            self._onnx_checked = False  # pick the fresh export up on the next query
+            self._onnx_checked.clear()  # pick the fresh export up on the next query
 
     def _no_onnx(self) -> str:
         return (
-            f"{self.name}: the int8 path needs onnxruntime and onnx (pip install "
+            f"{self.name}: the int8 path needs onnxruntime, onnx and onnxscript (pip install "
             "'indexplug-sentence-transformers[onnx]'); no other path reproduces its vectors, so "
             "an index built with it cannot be searched without them"
         )
@@ -366,18 +381,35 @@ class SentenceTransformerEmbedder:
         if not texts:
             return []
         out = self._encode(texts, granularity, query=False)
-        if granularity is Granularity.TEXT:
-            self._export_query_encoder()
+        self._export_query_encoder()
         if granularity is Granularity.TEXT:
             return list(_unit(np.asarray(out, dtype=np.float32)))
         return [_normalise_rows(t) for t in out]
 
+    def _onnx_answers(self, granularity: Granularity) -> onnx_query.QueryEncoder | None:
+        """The ONNX encoder that embeds this query, if it does (checked per query, as
+        ``query_dtype`` may be changed on a live embedder).  Token queries: while the model is
+        not loaded (a process that only searches), or with ``query_dtype = "auto"``; once the
+        model is loaded, an explicit ``float32`` or ``bfloat16`` is the torch model's own."""
+        if not self.onnx_query_allowed(granularity):
+            return None
+        if (
+            granularity is Granularity.TOKEN
+            and self._model is not None
+            and self.query_dtype != "auto"
+        ):
+            return None
+        return self._query_encoder(granularity)
+
     def embed_query(self, text: str, granularity: Granularity) -> Vector:
-        if granularity is Granularity.TEXT:
-            fast = self._query_encoder()
-            if fast is not None:
-                vec: Vector = fast.encode(text)
-                return vec
+        fast = self._onnx_answers(granularity)
+        if fast is not None:
+            if granularity is Granularity.TOKEN and granularity not in self.granularities:
+                raise ValueError(f"{self.name} does not produce {granularity.value} vectors")
+            vec: Vector = (
+                fast.encode(text) if granularity is Granularity.TEXT else fast.encode_tokens(text)
+            )
+            return vec
         if granularity is Granularity.TOKEN:
             direct = self._query_tokens_direct(text)
             if direct is not None:

@@ -1,9 +1,10 @@
 """The ``int8`` path: a local ONNX export of the model's transformer, quantised per channel.
 
-Never from a hub: the installed model is exported with ``torch.onnx.export`` (a wrapper whose
-``forward(input_ids, attention_mask)`` calls the model by keyword), then its MatMul weights are
-quantised with ``quantize_dynamic(per_channel=True)``.  Per-tensor quantisation moves the vectors
-too far from float32 to be used (see docs/embedders.md).  The result is cached under
+Never from a hub: the installed model's transformer is exported in float32 by
+:mod:`~indexplug_sentence_transformers.onnx_export` (the same file the torch-free query
+encoder runs), then its MatMul weights are quantised with
+``quantize_dynamic(per_channel=True)``.  Per-tensor quantisation moves the vectors too far from
+float32 to be used (see docs/embedders.md).  The result is cached under
 ``${INDEXPLUG_CACHE:-~/.cache/indexplug}/st-onnx/`` keyed by the model's files and every option
 that changes the output, so a second load costs a file read.
 
@@ -21,7 +22,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-OPSET = 17
+from indexplug_sentence_transformers import onnx_export
+
 QUANT = {"per_channel": True, "weight_type": "QInt8", "op_types": ["MatMul"], "reduce_range": False}
 _export_lock = threading.Lock()
 
@@ -54,7 +56,7 @@ def cache_key(model_name: str, folder: Path) -> str:
 
     options = json.dumps(
         {
-            "opset": OPSET,
+            "exporter": onnx_export.KEY,
             "quant": QUANT,
             "torch": torch.__version__,
             "ort": onnxruntime.__version__,
@@ -68,7 +70,6 @@ def cache_key(model_name: str, folder: Path) -> str:
 
 def export_int8(model: Any, model_name: str, folder: Path) -> Path:
     """The cached int8 ONNX file of ``model``'s transformer, exporting it on first use."""
-    import torch
     from onnxruntime.quantization import (  # type: ignore[import-untyped,unused-ignore]
         QuantType,
         quantize_dynamic,
@@ -81,33 +82,9 @@ def export_int8(model: Any, model_name: str, folder: Path) -> Path:
         if target.is_file():
             return target
         target.parent.mkdir(parents=True, exist_ok=True)
-        auto = model[0].auto_model
-
-        class Wrapper(torch.nn.Module):  # type: ignore[misc,unused-ignore]
-            def __init__(self, inner: Any) -> None:
-                super().__init__()
-                self.inner = inner
-
-            def forward(self, input_ids: Any, attention_mask: Any) -> Any:
-                return self.inner(
-                    input_ids=input_ids, attention_mask=attention_mask
-                ).last_hidden_state
-
-        ids = torch.ones(2, 8, dtype=torch.long)
-        axes = {0: "batch", 1: "tokens"}
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-            fp32 = Path(tmp) / "model.onnx"
+            fp32 = onnx_export.export_transformer(model, Path(tmp) / "model.onnx")
             quant = Path(tmp) / "model.int8.onnx"
-            torch.onnx.export(
-                Wrapper(auto).eval(),
-                (ids, torch.ones_like(ids)),
-                str(fp32),
-                input_names=["input_ids", "attention_mask"],
-                output_names=["token_embeddings"],
-                dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_embeddings": axes},
-                opset_version=OPSET,
-                dynamo=False,
-            )
             quantize_dynamic(
                 str(fp32),
                 str(quant),

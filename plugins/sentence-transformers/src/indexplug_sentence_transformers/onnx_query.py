@@ -1,22 +1,25 @@
-"""Text query vectors without torch: ``tokenizers`` + ONNX Runtime + numpy.
+"""Query vectors without torch: ``tokenizers`` + ONNX Runtime + numpy.
 
 A cold process that only searches (the CLI, ``indexplug invoke``, an orchestrator shelling out
 once per op) would otherwise import torch and sentence-transformers (seconds) to embed one
-query.  This module embeds a text query with the model's transformer exported to ONNX in
-**float32** (no quantisation), its own ``tokenizer.json``, and the mean pooling and
-normalisation sentence-transformers applies, so the vector is the fp32 path's vector within
-float rounding (cosine above 0.99999 on MiniLM; see docs/embedders.md).
+query.  This module embeds a query with the model's transformer exported to ONNX in
+**float32** (no quantisation) and its own ``tokenizer.json``: a text vector with the mean
+pooling and normalisation sentence-transformers applies, or (late interaction) one unit vector
+per token, as the embedder's token path gives them.  The vectors are the fp32 path's vectors
+within float rounding (cosine above 0.99999 on MiniLM; see docs/embedders.md).
 
-* **Never from a hub.** The ONNX file is exported once from the installed model with
-  ``torch.onnx.export``, by a process that has torch loaded anyway (building an index, or
-  :meth:`~indexplug_sentence_transformers.embedder.SentenceTransformerEmbedder.load`), and
-  cached under ``${INDEXPLUG_CACHE:-~/.cache/indexplug}/st-onnx-query/`` keyed by the model
-  files (names, sizes, modification times) and the export options.  Without the file, queries
-  run in torch as before.
+* **Never from a hub.** The ONNX file is exported once from the installed model by
+  :mod:`~indexplug_sentence_transformers.onnx_export`, in a process that has torch loaded
+  anyway (building an index, or the embedder's ``load()``), and cached under
+  ``${INDEXPLUG_CACHE:-~/.cache/indexplug}/st-onnx-query/`` keyed by the model files (names,
+  sizes, modification times) and the exporter.  Without the file, queries run in torch as
+  before.
 * **Only where it reproduces the model.** :func:`plan_for` accepts a model folder whose modules
   are a Transformer, mean Pooling and optionally Normalize, with no query prompt and no
   lower-casing done outside the tokenizer; anything else (a Dense layer, CLS pooling, e5's
-  ``query:`` prompt) keeps the torch path.
+  ``query:`` prompt) keeps the torch path.  Token vectors are the transformer's output
+  itself, so for them (``tokens=True``) any pooling, Normalize or Dense may follow (those act
+  on the text vector only); the prompt and lower-casing rules stay.
 * **One thread, no spinning.** One query is a few milliseconds of work; a single-threaded
   session starts no thread pool, so nothing native is left running at interpreter exit.
 
@@ -28,18 +31,17 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import tempfile
 import threading
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from indexplug_sentence_transformers import onnx_export
+
 ENGINE_ENV = "INDEXPLUG_ST_QUERY_ENGINE"
 ENGINES = ("auto", "torch")
-OPSET = 17
 FILE = "model.fp32.onnx"
 _export_lock = threading.Lock()
 
@@ -69,23 +71,28 @@ def _read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def plan_for(folder: Path) -> QueryPlan | None:
-    """The plan for ``folder``, or None when its model is not a plain mean-pooled encoder."""
+TEXT_AFTER_TRANSFORMER = (["Pooling"], ["Pooling", "Normalize"])
+"""The modules a text vector may pass through after the transformer (mean Pooling checked)."""
+TOKENS_AFTER_TRANSFORMER = frozenset({"Pooling", "Normalize", "Dense"})
+"""The modules that may follow the transformer for token vectors: they change only the text
+vector (``sentence_embedding``), never ``token_embeddings``."""
+
+
+def plan_for(folder: Path, *, tokens: bool = False) -> QueryPlan | None:
+    """The plan for ``folder``, or None when its model is not a plain mean-pooled encoder
+    (``tokens``: when its token vectors are not the transformer's own output)."""
     try:
         modules = _read_json(folder / "modules.json")
         kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
-        if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+        if not kinds or kinds[0] != "Transformer":
+            return None
+        if tokens:
+            if not set(kinds[1:]) <= TOKENS_AFTER_TRANSFORMER:
+                return None
+        elif kinds[1:] not in TEXT_AFTER_TRANSFORMER or not _mean_pooling(folder, modules[1]):
             return None
         sub = str(modules[0].get("path", "") or "")
         tdir = (folder / sub).resolve() if sub else folder
-        pooling = _read_json(folder / str(modules[1].get("path", "")) / "config.json")
-        mean_only = pooling.get("pooling_mode_mean_tokens") is True and not any(
-            v
-            for k, v in pooling.items()
-            if k.startswith("pooling_mode_") and k != ("pooling_mode_mean_tokens")
-        )
-        if not mean_only or pooling.get("include_prompt", True) is not True:
-            return None
         st_config = tdir / "sentence_bert_config.json"
         if not st_config.is_file():
             st_config = folder / "sentence_bert_config.json"
@@ -107,6 +114,17 @@ def plan_for(folder: Path) -> QueryPlan | None:
         return None
 
 
+def _mean_pooling(folder: Path, module: Any) -> bool:
+    """Whether the Pooling module's config asks for mean pooling alone, over the prompt too."""
+    pooling = _read_json(folder / str(module.get("path", "")) / "config.json")
+    mean_only = pooling.get("pooling_mode_mean_tokens") is True and not any(
+        v
+        for k, v in pooling.items()
+        if k.startswith("pooling_mode_") and k != ("pooling_mode_mean_tokens")
+    )
+    return mean_only and pooling.get("include_prompt", True) is True
+
+
 def cache_root() -> Path:
     """``${INDEXPLUG_CACHE:-~/.cache/indexplug}/st-onnx-query``."""
     base = os.environ.get("INDEXPLUG_CACHE") or os.path.join(
@@ -120,7 +138,7 @@ def cache_file(model_name: str, folder: Path) -> Path:
     modification times, no hashing of the weights) because every cold search computes it."""
     import hashlib
 
-    h = hashlib.sha256(f"opset={OPSET}|fp32|{model_name}".encode())
+    h = hashlib.sha256(f"{onnx_export.KEY}|fp32|{model_name}".encode())
     for path in sorted(folder.rglob("*")):
         if path.is_file() and path.suffix in (".json", ".safetensors", ".bin", ".txt"):
             st = path.stat()
@@ -131,61 +149,17 @@ def cache_file(model_name: str, folder: Path) -> Path:
 
 def export(model: Any, model_name: str, folder: Path) -> Path:
     """Export ``model``'s transformer (a loaded ``SentenceTransformer``) in float32, once."""
-    import torch
-
     target = cache_file(model_name, folder)
     if target.is_file():
         return target
     with _export_lock:
-        if target.is_file():
-            return target
-        target.parent.mkdir(parents=True, exist_ok=True)
-        auto = model[0].auto_model
-
-        class Wrapper(torch.nn.Module):  # type: ignore[misc,unused-ignore]
-            def __init__(self, inner: Any) -> None:
-                super().__init__()
-                self.inner = inner
-
-            def forward(self, input_ids: Any, attention_mask: Any) -> Any:
-                return self.inner(
-                    input_ids=input_ids, attention_mask=attention_mask
-                ).last_hidden_state
-
-        ids = torch.ones(1, 8, dtype=torch.long)
-        axes = {0: "batch", 1: "tokens"}
-        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-            out = Path(tmp) / FILE
-            was_training = auto.training
-            auto.eval()
-            try:
-                # the tracer's notes about shapes it treats as constants (one query at a time
-                # of any length is what is exported; the tests compare every shape against
-                # torch) are noise on a user's terminal while an index is built
-                with torch.no_grad(), warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    torch.onnx.export(
-                        Wrapper(auto),
-                        (ids, torch.ones_like(ids)),
-                        str(out),
-                        input_names=["input_ids", "attention_mask"],
-                        output_names=["token_embeddings"],
-                        dynamic_axes={
-                            "input_ids": axes,
-                            "attention_mask": axes,
-                            "token_embeddings": axes,
-                        },
-                        opset_version=OPSET,
-                        dynamo=False,
-                    )
-            finally:
-                auto.train(was_training)
-            os.replace(out, target)
+        if not target.is_file():
+            onnx_export.export_transformer(model, target)
     return target
 
 
 class QueryEncoder:
-    """One model's torch-free text-query encoder (thread-safe: calls hold a lock)."""
+    """One model's torch-free query encoder (thread-safe: calls hold a lock)."""
 
     def __init__(self, onnx_file: Path, plan: QueryPlan) -> None:
         import onnxruntime as ort  # type: ignore[import-untyped,unused-ignore]
@@ -207,13 +181,27 @@ class QueryEncoder:
         )
         self._lock = threading.Lock()
 
-    def encode(self, text: str) -> Any:
-        """The unit-length float32 vector of ``text`` (mean of its token vectors)."""
+    def _hidden(self, text: str) -> tuple[Any, Any]:
+        """The transformer's output for ``text`` (1, tokens, dim) and its mask (1, tokens)."""
         with self._lock:
             enc = self._tokenizer.encode(text)
             ids = np.asarray([enc.ids], dtype=np.int64)
             mask = np.asarray([enc.attention_mask], dtype=np.int64)
             tokens = self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+        return tokens, mask
+
+    def encode_tokens(self, text: str) -> Any:
+        """One unit-length float32 vector per token of ``text`` (special tokens included, as
+        sentence-transformers' ``token_embeddings`` gives them), shape (tokens, dim)."""
+        tokens, _ = self._hidden(text)
+        rows = np.asarray(tokens[0], dtype=np.float32)
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+        out: Any = (rows / np.maximum(norms, 1e-12)).astype(np.float32)
+        return out
+
+    def encode(self, text: str) -> Any:
+        """The unit-length float32 vector of ``text`` (mean of its token vectors)."""
+        tokens, mask = self._hidden(text)
         weights = mask[..., None].astype(np.float32)
         pooled = (tokens * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         vec = pooled[0].astype(np.float32)
@@ -222,14 +210,19 @@ class QueryEncoder:
 
 
 def load(
-    model_name: str, folder: Path | None, max_seq_length: int | None = None
+    model_name: str,
+    folder: Path | None,
+    max_seq_length: int | None = None,
+    *,
+    tokens: bool = False,
 ) -> QueryEncoder | None:
     """The encoder for ``folder`` when it is allowed, installed and already exported; else None
     (the caller then embeds with torch).  Never exports, never imports torch.
-    ``max_seq_length`` overrides the model's own truncation, as the embedder option does."""
+    ``max_seq_length`` overrides the model's own truncation, as the embedder option does;
+    ``tokens`` asks for an encoder of token vectors (:func:`plan_for`)."""
     if folder is None or engine() == "torch" or not runtime_installed():
         return None
-    plan = plan_for(folder)
+    plan = plan_for(folder, tokens=tokens)
     if plan is None:
         return None
     if max_seq_length:

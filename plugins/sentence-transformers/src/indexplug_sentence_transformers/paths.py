@@ -4,7 +4,7 @@
 * ``bf16``: a bfloat16 copy of the model in torch.  Fast only on a processor that multiplies
   bfloat16 natively (x86 ``avx512_bf16`` or ``amx_bf16``); elsewhere torch emulates it, slower
   than float32 but giving the same vectors, so an index built with it stays searchable.
-* ``int8``: the transformer exported locally with ``torch.onnx.export`` and its MatMul weights
+* ``int8``: the transformer exported locally (:mod:`.onnx_export`) and its MatMul weights
   quantised per channel (``onnxruntime.quantization.quantize_dynamic``), run by ONNX Runtime.
   Needs the ``[onnx]`` extra; without it the path is unavailable (a typed error), since no
   other path reproduces its vectors closely enough.
@@ -101,8 +101,11 @@ def gpu_present() -> bool:
 
 
 def onnx_installed() -> bool:
-    """Whether the ``[onnx]`` extra (onnxruntime and onnx) is importable (specs only)."""
-    return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "onnx"))
+    """Whether the ``[onnx]`` extra (onnxruntime, onnx and onnxscript) is importable (specs
+    only)."""
+    return all(
+        importlib.util.find_spec(m) is not None for m in ("onnxruntime", "onnx", "onnxscript")
+    )
 
 
 def resolve(requested: tuple[str, str] | str) -> tuple[str, str]:
