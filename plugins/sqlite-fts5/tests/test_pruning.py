@@ -720,3 +720,38 @@ def test_a_word_in_most_passages_still_scores_its_matches_above_zero(tmp_path: P
                 assert math.isclose(one.hits[0].score, math.log(1 + 0.5 / 1.5) * 2.2 / 2.2)
         finally:
             g.close()
+
+
+def test_batch_searches_score_a_common_word_above_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``batch_search`` (its queries on a pool of threads, or awaited) scores as search does."""
+    import asyncio
+
+    from indexplug import invoke
+    from indexplug.invocation import Invoker
+
+    monkeypatch.setenv("INDEXPLUG_HOME", str(tmp_path))
+    texts = ["alpha beta", "alpha alpha gamma", "alpha delta epsilon zeta", "omega"]
+    added = invoke(
+        "add",
+        {
+            "index": "most",
+            "passages": [{"text": t, "uri": f"mem://m/{i}"} for i, t in enumerate(texts)],
+        },
+    )
+    assert added["code"] == "INDEXED"
+    expected = sorted(lucene_bm25([t.split() for t in texts], ["alpha"]).values(), reverse=True)
+    args = {"index": "most", "queries": ["alpha"] * 4, "top_k": 10}
+
+    async def awaited() -> Any:
+        with Invoker() as invoker:
+            return await invoker.ainvoke("batch_search", args)
+
+    for answer in (invoke("batch_search", args), asyncio.run(awaited())):
+        results = answer["data"]["results"]
+        assert len(results) == 4
+        for result in results:
+            scores = [h["score"] for h in result["data"]["hits"]]
+            assert len(scores) == 3 and all(round(s, 3) > 0.0 for s in scores)
+            assert all(math.isclose(s, e, rel_tol=1e-9) for s, e in zip(scores, expected))
