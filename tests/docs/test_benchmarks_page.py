@@ -8,6 +8,7 @@ by new results, fails here.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -48,8 +49,10 @@ def test_a_figure_edited_by_hand_is_drift(tmp_path: Path) -> None:
     text = (DOCS / "benchmarks.md").read_text("utf-8")
     page.write_text(text, "utf-8")
     assert check(page).returncode == 0  # a faithful copy passes
-    assert "p50 0.18 ms at top 10" in text
-    page.write_text(text.replace("p50 0.18 ms at top 10", "p50 0.10 ms at top 10", 1), "utf-8")
+    figure = re.search(r"p50 \d+\.\d+ ms at top \d+", text)  # whatever the rows measured
+    assert figure is not None
+    edited = figure.group(0).replace("p50 ", "p50 9", 1)
+    page.write_text(text.replace(figure.group(0), edited, 1), "utf-8")
     done = check(page)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "is not what" in done.stderr

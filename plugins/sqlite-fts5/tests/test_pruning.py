@@ -1,14 +1,12 @@
-"""Both fast rankings must be FTS5's own answer: the same rows, in the same order, same scores.
+"""Every ranking must give the same answer: the same rows, in the same order, same scores.
 
-The pruned FTS5 query (``pruning``) and the ranking from postings held in memory (``postings``)
-are compared with the plain query they replace::
-
-    SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH <OR of the terms>
-    ORDER BY bm25(fts), rowid LIMIT k
-
-with ``==`` (floats included: the pruned query computes every score with FTS5's own bm25 over
-the full expression, and the in-memory ranking adds FTS5's own one-term scores in FTS5's order,
-so both are bit-identical, not merely close).
+The pruned ranking (``pruning``) and the ranking from postings held in memory (``postings``)
+are compared with :func:`reference`, which scores every match: BM25 with Lucene's idf, each
+phrase's summand FTS5's own one-phrase bm25() rescaled from FTS5's idf to Lucene's, added in the
+query's order, ties by rowid.  The comparison is ``==`` (floats included: every path multiplies
+and adds the same numbers in the same order, so the scores are bit-identical, not merely close);
+:func:`test_scores_are_bm25_with_lucene_idf` checks that reference against BM25 computed from the
+tokens themselves.
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ from indexplug_sqlite_fts5 import SqliteFts5Backend, postings, pruning
 from indexplug_sqlite_fts5.backend import _SCHEMA
 from indexplug_sqlite_fts5.hits import hit as make_hit
 from indexplug_sqlite_fts5.hits import passage_from_row
-from indexplug_sqlite_fts5.query import fts5_expression, fts5_phrase, query_terms
+from indexplug_sqlite_fts5.query import fts5_phrase, query_terms
 
 SCIFACT = Path(
     os.environ.get(
@@ -45,8 +43,18 @@ EXTRA = ["state-of-the-art", "naïve", "x²", "co2", "ünïcödé", "", "and", "
 
 
 def reference(conn: sqlite3.Connection, terms: list[str], k: int) -> list[tuple[int, float]]:
-    sql = "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY bm25(fts), rowid LIMIT ?"
-    return conn.execute(sql, (fts5_expression(terms), k)).fetchall()
+    """Every row matching a term, scored term by term from FTS5's one-phrase bm25()."""
+    n_rows = conn.execute("SELECT count(*) FROM fts_docsize").fetchone()[0]
+    scores: dict[int, float] = {}
+    for term in terms:
+        sql = "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ?"
+        rows = conn.execute(sql, (fts5_phrase(term),)).fetchall()
+        n = len(rows)
+        lucene = math.log(1 + (n_rows - n + 0.5) / (n + 0.5))
+        classic = max(math.log((n_rows - n + 0.5) / (n + 0.5)), 0.0) or 1e-6  # FTS5's floor
+        for rowid, bm25 in rows:
+            scores[rowid] = scores.get(rowid, 0.0) + bm25 * (-lucene / classic)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:k]
 
 
 def new_index(path: Path | str = ":memory:") -> sqlite3.Connection:
@@ -215,7 +223,7 @@ def test_candidates_contain_every_row_that_could_reach_the_threshold(
 
 
 def test_bounds_are_above_every_real_contribution() -> None:
-    """Each phrase's share of a row's bm25 (the single-phrase query's score) is below u(p)."""
+    """Each phrase's share of a row's score (the single-phrase query's) is below u(p)."""
     rng = random.Random(7)
     conn = new_index()
     insert(conn, [zipf_doc(rng, rng.randint(1, 40)) for _ in range(300)])
@@ -223,11 +231,12 @@ def test_bounds_are_above_every_real_contribution() -> None:
     stats.sync(conn, 0)
     for term, df in zip(VOCAB, stats.doc_freqs(conn, VOCAB), strict=True):
         bound = pruning.idf(stats.rows, df) * (pruning.K1 + 1)
+        scale = pruning.summand_scale(stats.rows, df)
         rows = conn.execute(
-            "SELECT -bm25(fts) FROM fts WHERE fts MATCH ?", (fts5_phrase(term),)
+            "SELECT bm25(fts) FROM fts WHERE fts MATCH ?", (fts5_phrase(term),)
         ).fetchall()
         assert len(rows) == df
-        assert all(0 < s < bound for (s,) in rows), term
+        assert all(0 < b * scale < bound for (b,) in rows), term
 
 
 @settings(max_examples=120, deadline=None)
@@ -362,7 +371,7 @@ def guarded_reference(path: Path, query: str, k: int) -> list[tuple[str, float]]
     with sqlite3.connect(path) as conn:
         ranked = reference(conn, query_terms(query), k)
         ids = dict(conn.execute("SELECT rowid, id FROM passages"))
-    return [(ids[r], -s) for r, s in ranked]
+    return [(ids[r], s) for r, s in ranked]
 
 
 def test_guarded_search_equals_fts5_across_writes(guard: Guard, tmp_path: Path) -> None:
@@ -625,3 +634,126 @@ def test_searched_passages_are_remembered_by_exact_values() -> None:
         assert not isinstance(checked(floated), Searched)
     finally:
         g.close()
+
+
+# -- scores: BM25 with Lucene's idf, above 0 for every match --------------------------------
+
+
+def lucene_bm25(docs: list[list[str]], terms: list[str]) -> dict[int, float]:
+    """BM25 (k1 = 1.2, b = 0.75) with Lucene's idf from the tokens themselves, by rowid."""
+    n_rows = len(docs)
+    avgdl = sum(len(d) for d in docs) / n_rows
+    scores: dict[int, float] = {}
+    for term in terms:
+        n = sum(term in d for d in docs)
+        idf = math.log(1 + (n_rows - n + 0.5) / (n + 0.5))
+        for rowid, doc in enumerate(docs, start=1):
+            f = doc.count(term)
+            if f:
+                norm = 1.2 * (1 - 0.75 + 0.75 * len(doc) / avgdl)
+                scores[rowid] = scores.get(rowid, 0.0) + idf * f * 2.2 / (f + norm)
+    return scores
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_docs=st.integers(1, 60))
+def test_scores_are_bm25_with_lucene_idf(seed: int, n_docs: int) -> None:
+    """Whatever share of the rows a word is in (all of them included), its matches score its
+    BM25 with Lucene's idf, computed here from the tokens: above 0."""
+    rng = random.Random(seed)
+    docs = [zipf_doc(rng, rng.randint(1, 30)).split() for _ in range(n_docs)]
+    docs = [[w for w in d if w in VOCAB] or ["w0"] for d in docs]
+    conn = new_index()
+    insert(conn, [" ".join(d) for d in docs])
+    stats, memory = pruning.TermStats(), pruning.TermStats()
+    terms = rng.sample(VOCAB[:12], rng.randint(1, 6))
+    expected = lucene_bm25(docs, terms)
+    for got in (
+        reference(conn, terms, 1000),
+        pruned(conn, stats, terms, 1000),
+        in_memory(conn, memory, terms, 1000),
+    ):
+        assert {r for r, _ in got} == set(expected)
+        for rowid, score in got:
+            assert score > 0
+            assert math.isclose(score, expected[rowid], rel_tol=1e-9), (rowid, terms)
+
+
+def test_a_word_in_most_passages_still_scores_its_matches_above_zero(tmp_path: Path) -> None:
+    """A word in 3 passages of 4 (FTS5's bm25() gives it an idf of 1e-6) and the only passage
+    of an index: every search path scores each match its BM25 with Lucene's idf, plainly
+    above the 0 of a passage that does not match."""
+    import asyncio
+
+    texts = ["alpha beta", "alpha alpha gamma", "alpha delta epsilon zeta", "omega"]
+    expected = lucene_bm25([t.split() for t in texts], ["alpha"])
+    assert set(expected) == {1, 2, 3}
+    for mb in (64, 0):  # ranked from postings in memory, or by FTS5 (pruned)
+        g = Guard(SqliteFts5Backend(tmp_path / f"mb{mb}", postings_mb=mb))
+        try:
+            ps = [
+                Passage.create(t, f"mem://most/{i}", metadata={"lang": "en"})
+                for i, t in enumerate(texts, start=1)
+            ]
+            assert isinstance(g.add("most", ps), Indexed)
+            ids = {p.id: i for i, p in enumerate(ps, start=1)}
+            outs = [
+                g.search("most", "alpha", top_k=10),  # the first search: FTS5, pruned
+                g.search("most", "alpha", top_k=10),  # later ones: postings in memory
+                g.search("most", "alpha", top_k=10, filters={"lang": "en"}),
+                asyncio.run(g.asearch("most", "alpha", top_k=10)),
+            ]
+            for out in outs:
+                assert isinstance(out, Searched)
+                got = {ids[h.passage.id]: h.score for h in out.hits}
+                assert got.keys() == expected.keys()  # "omega" is not a match
+                for rowid, score in got.items():
+                    assert round(score, 3) > 0.0
+                    assert math.isclose(score, expected[rowid], rel_tol=1e-9)
+            first, second = outs[0], outs[1]
+            assert isinstance(first, Searched) and isinstance(second, Searched)
+            assert [(h.passage.id, h.score) for h in first.hits] == [
+                (h.passage.id, h.score) for h in second.hits
+            ]
+            assert isinstance(g.add("one", [Passage.create("alpha", "mem://one")]), Indexed)
+            for _ in range(2):
+                one = g.search("one", "alpha", top_k=3)
+                assert isinstance(one, Searched) and len(one.hits) == 1
+                assert math.isclose(one.hits[0].score, math.log(1 + 0.5 / 1.5) * 2.2 / 2.2)
+        finally:
+            g.close()
+
+
+def test_batch_searches_score_a_common_word_above_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``batch_search`` (its queries on a pool of threads, or awaited) scores as search does."""
+    import asyncio
+
+    from indexplug import invoke
+    from indexplug.invocation import Invoker
+
+    monkeypatch.setenv("INDEXPLUG_HOME", str(tmp_path))
+    texts = ["alpha beta", "alpha alpha gamma", "alpha delta epsilon zeta", "omega"]
+    added = invoke(
+        "add",
+        {
+            "index": "most",
+            "passages": [{"text": t, "uri": f"mem://m/{i}"} for i, t in enumerate(texts)],
+        },
+    )
+    assert added["code"] == "INDEXED"
+    expected = sorted(lucene_bm25([t.split() for t in texts], ["alpha"]).values(), reverse=True)
+    args = {"index": "most", "queries": ["alpha"] * 4, "top_k": 10}
+
+    async def awaited() -> Any:
+        with Invoker() as invoker:
+            return await invoker.ainvoke("batch_search", args)
+
+    for answer in (invoke("batch_search", args), asyncio.run(awaited())):
+        results = answer["data"]["results"]
+        assert len(results) == 4
+        for result in results:
+            scores = [h["score"] for h in result["data"]["hits"]]
+            assert len(scores) == 3 and all(round(s, 3) > 0.0 for s in scores)
+            assert all(math.isclose(s, e, rel_tol=1e-9) for s, e in zip(scores, expected))

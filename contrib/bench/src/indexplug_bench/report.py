@@ -492,7 +492,8 @@ def _paired_section(results: dict[str, Any]) -> list[str]:
         "table, and the framework's own Python is measured in that regime, the harder one for "
         "it.  A negative own work is a system faster than its raw library (sqlite-fts5 prunes "
         "the query that the raw side runs in full).  *Same top hit*: queries (of every "
-        "process, at least) whose first hit was the same on both sides.",
+        "process, at least) whose first hit was the same on both sides (sqlite-fts5 scores "
+        "with Lucene's idf, raw FTS5's `bm25()` with its classic one, so theirs can differ).",
         "",
         "Measured by (the *run* column):",
         "",

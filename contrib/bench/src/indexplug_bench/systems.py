@@ -161,7 +161,9 @@ class RawSqlite:
 
     ``same_query=False``: every query word quoted and OR-ed (the naive query).
     ``same_query=True``: the exact FTS5 expression the sqlite-fts5 backend builds, so the
-    difference to the framework is the framework's own overhead.
+    difference to the framework is the framework's own overhead.  Either is ranked by FTS5's
+    ``bm25()``, with its classic idf; the backend's scores use Lucene's, so the rankings (and
+    nDCG) differ slightly.
     """
 
     def __init__(self, home: Path, *, same_query: bool) -> None:

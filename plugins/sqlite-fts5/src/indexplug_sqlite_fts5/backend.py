@@ -72,7 +72,9 @@ SCALE = ScoreScale(
     name="fts5_bm25",
     higher_is_better=True,
     comparable_across_searches=False,
-    meaning="SQLite FTS5 BM25 negated (higher is better); comparable only within one search.",
+    meaning="BM25 (k1=1.2, b=0.75) over SQLite FTS5's porter-stemmed index with Lucene's idf, "
+    "ln(1 + (N - n + 0.5) / (n + 0.5)): every match scores above 0; higher is better; "
+    "comparable only within one search.",
 )
 PROGRESS_STEPS = 20_000
 """SQLite VM instructions between deadline checks: often enough to stop within a few ms,
@@ -553,14 +555,10 @@ class SqliteFts5Backend:
             conn.execute("BEGIN")
             try:
                 with self._deadline(conn, deadline):
-                    stats = None if filters else self._term_stats(index, conn)
-                    if stats is None:
+                    stats = self._term_stats(index, conn)
+                    with self._shared_lock:
                         count, version, any_row = conn.execute(_STATE_SQL).fetchone()
-                        shared = None
-                    else:
-                        with self._shared_lock:
-                            count, version, any_row = conn.execute(_STATE_SQL).fetchone()
-                            shared = self._shared_postings(index, stats, int(version))
+                        shared = self._shared_postings(index, stats, int(version))
                     count = int(count or 0)
                     if count == 0 and not any_row:
                         return IndexEmpty(index=index, backend=self.name)
@@ -572,11 +570,10 @@ class SqliteFts5Backend:
                     terms = query_terms(query)
                     if not terms:
                         return NoMatch(index=index, backend=self.name, searched=count)
-                    indexed: int | None = None
-                    if stats is None:
-                        rows = self._filtered(conn, fts5_expression(terms), top_k, filters or {})
+                    stats.sync(conn, int(version), shared)
+                    if filters:
+                        ranked = self._filtered(conn, stats, terms, top_k, filters)
                     else:
-                        stats.sync(conn, int(version), shared)
                         warm = index in self._searched
                         if not warm:
                             self._searched.add(index)
@@ -588,21 +585,17 @@ class SqliteFts5Backend:
                             )
                         else:
                             ranked = pruning.top_k(conn, stats, terms, top_k)
-                        rows = self._rows(conn, ranked)
-                        indexed = stats.rows
-                    if len(rows) < top_k:
-                        # a short answer (NO_MATCH among them) may be a full-text index
-                        # emptied behind its records: its row count (FTS5's averages record,
-                        # read already for an unfiltered search, else one lookup by key) must
-                        # be the passages'
-                        if indexed is None:
-                            indexed = pruning.indexed_rows(conn)
-                        if indexed != count:
-                            raise Inconsistent(
-                                f"the full-text index holds {indexed} row(s) but the passages "
-                                f"table {count}: one was changed behind the other; rebuild "
-                                "the index"
-                            )
+                    rows = self._rows(conn, ranked)
+                    indexed = stats.rows
+                    # a short answer (NO_MATCH among them) may be a full-text index emptied
+                    # behind its records: its row count (FTS5's averages record, read already
+                    # with the term statistics) must be the passages'
+                    if len(rows) < top_k and indexed != count:
+                        raise Inconsistent(
+                            f"the full-text index holds {indexed} row(s) but the passages "
+                            f"table {count}: one was changed behind the other; rebuild "
+                            "the index"
+                        )
             finally:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -612,8 +605,8 @@ class SqliteFts5Backend:
             return NoMatch(index=index, backend=self.name, searched=count)
         # Built without validation: the guard checks every hit (ranks, scores, scale, ids).
         hits = [
-            hit(i, -bm25, SCALE.name, searched_passage(*cols))
-            for i, (cols, bm25) in enumerate(rows, start=1)
+            hit(i, score, SCALE.name, searched_passage(*cols))
+            for i, (cols, score) in enumerate(rows, start=1)
         ]
         return Searched.from_stored(
             index=index, backend=self.name, hits=hits, searched=count, scale=SCALE
@@ -674,24 +667,36 @@ class SqliteFts5Backend:
                 f"the full-text index ranked {gone} row(s) that are not in the passages "
                 "table (deleted behind it); rebuild the index"
             )
-        return [(found[rowid], bm25) for rowid, bm25 in ranked]
+        return [(found[rowid], score) for rowid, score in ranked]
 
     @staticmethod
     def _filtered(
         conn: sqlite3.Connection,
-        expression: str,
+        stats: pruning.TermStats,
+        terms: Sequence[str],
         top_k: int,
         filters: Filter | Mapping[str, MetadataValue],
-    ) -> list[tuple[tuple[Any, ...], float]]:
-        """Ranking with metadata filters: every match is scored (no pruning), then filtered
-        in SQL (:mod:`~indexplug_sqlite_fts5.sqlfilter`)."""
+    ) -> list[tuple[int, float]]:
+        """Ranking with metadata filters: the matches that pass the filters (in SQL,
+        :mod:`~indexplug_sqlite_fts5.sqlfilter`) are all scored, no pruning, with the same
+        scores as an unfiltered search gives them."""
         where, params = sqlfilter.to_sql(filters)
-        sql = (
-            f"SELECT {_COLUMNS}, f.s FROM (SELECT rowid, bm25(fts) AS s FROM fts "
-            "WHERE fts MATCH ?) AS f JOIN passages p ON p.rowid = f.rowid "
-            f"WHERE {where} ORDER BY f.s, p.rowid LIMIT ?"
+        dfs = stats.doc_freqs(conn, terms)
+        found = [(t, df) for t, df in zip(terms, dfs, strict=True) if df > 0]
+        if not found:
+            return []
+        within = (
+            "SELECT p.rowid FROM passages p WHERE p.rowid IN "
+            f"(SELECT rowid FROM fts WHERE fts MATCH ?) AND ({where})"
         )
-        return [(row[:-1], row[-1]) for row in conn.execute(sql, [expression, *params, top_k])]
+        return pruning.ranked(
+            conn,
+            [t for t, _ in found],
+            [pruning.summand_scale(stats.rows, df) for _, df in found],
+            top_k,
+            within=within,
+            params=[fts5_expression([t for t, _ in found]), *params],
+        )
 
     @_op
     def remove(self, index: str, ids: Sequence[str], *, deadline: Deadline) -> RemoveOutcome:

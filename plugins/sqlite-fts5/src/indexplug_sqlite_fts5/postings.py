@@ -9,19 +9,16 @@ query in a fraction of a millisecond.  For an index small enough, this module ke
 memory, derived from the SQLite file and exactly as fresh as it: what FTS5 would compute, read
 once per term and reused until the index changes.
 
-The identity it rests on (``fts5_aux.c``, ``fts5Bm25Function``)
--------------------------------------------------------------
-FTS5's bm25 of a row for ``p1 OR p2 OR ...`` is ``-1.0 * score`` where ``score`` starts at 0.0
-and adds, phrase by phrase in the query's order, ``idf(p) * (f * (k1 + 1)) / (f + k1 * (1 - b
-+ b * D / avgdl))`` (``0.0`` for a phrase the row lacks).  ``idf``, ``avgdl`` and the row's
-``D`` do not depend on the other phrases of the query, so each summand is exactly minus the
-bm25 that FTS5 gives the row for the one-phrase query ``p`` alone.  So a term's postings are
-read with ``SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH '"term"'`` (FTS5's own
-tokenizer, stemming and phrase matching; nothing re-implemented), and a query's scores are
-those summands added in the query's order, starting from 0.0, in float64: the same additions in
-the same order as FTS5's C code, so the scores are bit-identical to FTS5's (adding the ``0.0`` of
-a missing phrase changes nothing).  Ties are broken by rowid, as the pruned and plain queries
-break them.
+The scores (:mod:`indexplug_sqlite_fts5.pruning`, "Scores")
+------------------------------------------------------------
+A row's score for ``p1 OR p2 OR ...`` is the sum of each phrase's summand, BM25 with Lucene's
+idf, and a phrase's summand is FTS5's bm25() of the one-phrase query ``p`` alone times
+:func:`~indexplug_sqlite_fts5.pruning.summand_scale`.  So a term's postings are read with
+``SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH '"term"'`` (FTS5's own tokenizer, stemming
+and phrase matching; nothing re-implemented) and held as summands, and a query's scores are
+those summands added in the query's order, starting from 0.0, in float64: the same products and
+additions in the same order as the pruned ranking's, so the scores are bit-identical to it and
+to the filtered search's.  Ties are broken by rowid, as the others break them.
 
 When
 ----
@@ -45,7 +42,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from indexplug_sqlite_fts5.pruning import BYTES_PER_POSTING, MAX_CACHED_TERMS, TermStats
+from indexplug_sqlite_fts5.pruning import (
+    BYTES_PER_POSTING,
+    MAX_CACHED_TERMS,
+    TermStats,
+    summand_scale,
+)
 from indexplug_sqlite_fts5.query import fts5_phrase
 
 DENSE_SLACK = 8
@@ -56,7 +58,8 @@ DENSE_MIN = 65_536
 _ONE_TERM_SQL = "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ?"
 
 Postings = tuple[np.ndarray, np.ndarray]
-"""``(rowids, summands)`` of one term, rowids ascending, each summand minus FTS5's bm25."""
+"""``(rowids, summands)`` of one term, rowids ascending, each summand the term's share of the
+row's score (FTS5's one-term bm25 times :func:`~indexplug_sqlite_fts5.pruning.summand_scale`)."""
 
 _EMPTY: Postings = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64))
 
@@ -70,7 +73,7 @@ def term_postings(conn: sqlite3.Connection, stats: TermStats, term: str, budget:
     rows = conn.execute(_ONE_TERM_SQL, (fts5_phrase(term),)).fetchall()
     if rows:
         both = np.array(rows, dtype=np.float64)
-        got = (both[:, 0].astype(np.int64), -both[:, 1])
+        got = (both[:, 0].astype(np.int64), both[:, 1] * summand_scale(stats.rows, len(rows)))
     else:
         got = _EMPTY
     size = len(rows) * BYTES_PER_POSTING
@@ -94,8 +97,8 @@ def top_k(
     *,
     budget_bytes: int,
 ) -> list[tuple[int, float]]:
-    """``(rowid, bm25)`` of the best ``k`` rows for the OR of ``terms``, best first: exactly
-    what FTS5's ``ORDER BY bm25(fts), rowid LIMIT k`` returns for the same expression."""
+    """``(rowid, score)`` of the best ``k`` rows for the OR of ``terms``, best first: exactly
+    what :func:`~indexplug_sqlite_fts5.pruning.ranked` returns for the same terms."""
     lists = [term_postings(conn, stats, t, budget_bytes) for t in terms]
     stats.in_memory += 1
     rowids = np.concatenate([r for r, _ in lists])
@@ -119,4 +122,4 @@ def top_k(
         keep = scores >= kth
         ids, scores = ids[keep], scores[keep]
     order = np.lexsort((ids, -scores))[:k]
-    return [(int(ids[i]), -float(scores[i])) for i in order]
+    return [(int(ids[i]), float(scores[i])) for i in order]

@@ -1,44 +1,59 @@
-"""Exact top-k BM25 from FTS5 that computes bm25() only for rows that can reach the top k.
+"""Exact top-k BM25 over FTS5 that scores only the rows that can reach the top k.
 
-Why
----
-FTS5 answers ``... WHERE fts MATCH '"a" OR "b" OR ...' ORDER BY bm25(fts) LIMIT k`` by computing
-bm25() for *every* matching row (an instance array and a docsize lookup: about 1.5-2 µs a row)
-and sorting.  On SciFact a typical query matches half the corpus, almost all of it through its
-commonest terms, although only rows holding some of the rarer terms can reach the top k.  Walking
-the matches without bm25() costs a tenth as much, so the win is in not scoring hopeless rows.
-
-The bound (``fts5_aux.c``, ``fts5Bm25Function``)
------------------------------------------------
-FTS5's bm25 of a row is the sum over the query's phrases ``p`` of::
+Scores
+------
+A row's score for the OR of the query's phrases is the sum over the phrases ``p`` it holds of::
 
     idf(p) * f * (k1 + 1) / (f + k1 * (1 - b + b * D / avgdl))
-    idf(p) = log((N - n_p + 0.5) / (n_p + 0.5)), or 1e-6 where that is <= 0
+    idf(p) = ln(1 + (N - n_p + 0.5) / (n_p + 0.5))
 
 with ``k1 = 1.2``, ``b = 0.75``, ``N`` the rows in the table, ``n_p`` the rows matching ``p``,
-``f`` the occurrences of ``p`` in the row and ``D`` its length in tokens.  The summand is 0 when
-the row lacks ``p`` and otherwise *below* ``u(p) = idf(p) * (k1 + 1)`` whatever ``f`` and ``D``
-are (the denominator exceeds ``f`` by at least ``k1 * (1 - b) = 0.3``; with at most a million
-characters in a passage the relative gap is over 1e-7, far above floating-point error).  So a row
-whose phrases' ``u`` add up to less than a threshold ``θ`` scores less than ``θ``.
+``f`` the occurrences of ``p`` in the row and ``D`` its length in tokens.  That ``idf`` is
+Lucene's (and Elasticsearch's): always above 0, so every match scores above 0, the score of a
+row matching nothing.  FTS5's built-in ``bm25()`` uses the classic ``ln((N - n_p + 0.5) / (n_p +
+0.5))`` instead, floored at 1e-6 where that is <= 0: a word in half the rows or more adds
+(almost) nothing, and a one-passage index scores its only match 0.0.  No other ``idf`` can be
+given to ``bm25()``, and it only reports a row's total over every phrase, so the backend scores
+phrase by phrase: FTS5's ``bm25()`` of the one-phrase query ``p`` is exactly minus ``p``'s
+summand above with FTS5's ``idf`` (``fts5_aux.c``, ``fts5Bm25Function``: ``idf``, ``avgdl`` and
+``D`` do not depend on the other phrases), and :func:`summand_scale` turns it into the summand
+with Lucene's (FTS5's tokenizer, stemming and phrase matching; nothing re-implemented).  A row's
+score is those summands added phrase by phrase in the query's order, starting from 0.0, in
+float64, on every path (here, :mod:`~indexplug_sqlite_fts5.postings` and the filtered search),
+so all of them give bit-identical scores and ties are broken by rowid.
+
+Why prune
+---------
+On SciFact a typical query matches half the corpus, almost all of it through its commonest
+terms, although only rows holding some of the rarer terms can reach the top k.  Computing bm25()
+costs a row about 1.5-2 µs (an instance array and a docsize lookup); walking the matches without
+it costs a tenth as much, so the win is in not scoring hopeless rows.
+
+The bound
+---------
+A phrase's summand is 0 when the row lacks ``p`` and otherwise *below* ``u(p) = idf(p) * (k1 +
+1)`` whatever ``f`` and ``D`` are (the denominator exceeds ``f`` by at least ``k1 * (1 - b) =
+0.3``; with at most a million characters in a passage the relative gap is over 1e-7, far above
+floating-point error).  So a row whose phrases' ``u`` add up to less than a threshold ``θ``
+scores less than ``θ``.
 
 The search
 ----------
 :func:`candidate_expression` writes an FTS5 expression matching exactly the rows whose phrase set
 *could* reach ``θ`` (a small AND/OR formula over the phrases, rarest first; past a size budget it
-widens to a superset, which is always safe).  The query then asks FTS5 for the top k of the *full*
-expression restricted to those rows::
+widens to a superset, which is always safe).  :func:`ranked` then scores those rows only: one
+statement whose arms are the one-phrase queries, each restricted to the candidates::
 
-    SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH :full
-      AND +rowid IN (SELECT rowid FROM fts WHERE fts MATCH :candidates) ORDER BY 2, rowid LIMIT :k
+    WITH c(id) AS MATERIALIZED (SELECT rowid FROM fts WHERE fts MATCH :candidates)
+    SELECT 0, rowid, bm25(fts) FROM fts WHERE fts MATCH :p0 AND +rowid IN (SELECT id FROM c)
+    UNION ALL SELECT 1, rowid, bm25(fts) FROM fts WHERE fts MATCH :p1 AND +rowid IN ...
 
 The ``+`` keeps SQLite from handing the rowid list to FTS5 (which would re-parse the query and
 recount every idf once per rowid); as a plain filter it costs a lookup per match, and bm25() runs
-only for rows that pass it, on the same cursor over the same full expression, so each score is
-bit-identical to the unpruned query's.  If the k-th score is at least ``θ`` no row left out can
-reach it and the answer is exactly FTS5's (ties ordered by rowid in both).  Otherwise ``θ`` drops
-to the k-th score found, which is a valid threshold that the next round is sure to pass, or, with
-fewer than k candidates, to 0: the plain full query.
+only for rows that pass it.  If the k-th score is at least ``θ`` no row left out can reach it and
+the answer is exact (ties ordered by rowid).  Otherwise ``θ`` drops to the k-th score found,
+which is a valid threshold that the next round is sure to pass, or, with fewer than k
+candidates, to 0: every match is scored.
 
 ``n_p`` and ``N`` are read from the index itself (``count(*)`` of ``MATCH '"p"'`` is what bm25's
 ``xQueryPhrase`` counts; ``N`` is the first varint of FTS5's averages record) and cached per
@@ -47,6 +62,7 @@ connection until ``PRAGMA data_version`` or one of our own writes says the index
 
 from __future__ import annotations
 
+import heapq
 import math
 import sqlite3
 import threading
@@ -54,7 +70,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from indexplug_sqlite_fts5.query import fts5_expression, fts5_phrase
+from indexplug_sqlite_fts5.query import fts5_phrase
 
 if TYPE_CHECKING:
     import numpy as np  # annotations only: numpy loads with the postings, when ranking
@@ -62,7 +78,7 @@ if TYPE_CHECKING:
 K1 = 1.2
 """FTS5's bm25 k1 (fixed in ``fts5_aux.c``)."""
 IDF_FLOOR = 1e-6
-"""FTS5's smallest idf (a phrase in over half the rows)."""
+"""FTS5's smallest idf (a phrase in half the rows or more), in its built-in bm25()."""
 SLACK = 1e-9
 """Relative widening of the candidate threshold: rounding can only ever add candidates."""
 
@@ -80,14 +96,15 @@ BUILD_BUDGET = 16
 MAX_AND_DEPTH = 8
 """Deepest AND nesting in a candidate formula (FTS5's parser has a bounded stack)."""
 MAX_CACHED_TERMS = 50_000
+MAX_ARMS = 128
+"""Most one-phrase queries :func:`ranked` joins in one statement (SQLite allows 500)."""
 DF_BATCH = 64
 
 _DF_SQL = "(SELECT count(*) FROM fts WHERE fts MATCH ?)"
-_FULL_SQL = "SELECT rowid, bm25(fts) AS s FROM fts WHERE fts MATCH ?1 ORDER BY s, rowid LIMIT ?2"
-_PRUNED_SQL = (
-    "SELECT rowid, bm25(fts) AS s FROM fts WHERE fts MATCH ?1 "
-    "AND +rowid IN (SELECT rowid FROM fts WHERE fts MATCH ?2) ORDER BY s, rowid LIMIT ?3"
-)
+_ARM_SQL = "SELECT {i}, rowid, bm25(fts) FROM fts WHERE fts MATCH ?"
+_WITHIN_SQL = " AND +rowid IN (SELECT id FROM c)"
+CANDIDATES_SQL = "SELECT rowid FROM fts WHERE fts MATCH ?"
+"""The rows a candidate expression matches (see :func:`ranked`'s ``within``)."""
 
 
 class PostingsCache:
@@ -168,12 +185,6 @@ class TermStats:
         return [self.df[t] for t in terms]
 
 
-def indexed_rows(conn: sqlite3.Connection) -> int:
-    """The rows the full-text index holds (FTS5's averages record: one lookup by key), which
-    must be the passages table's count; 0 if the record is missing or unreadable."""
-    return _averages(conn)[0]
-
-
 def _row_count(conn: sqlite3.Connection) -> int:
     """``N`` as bm25 sees it: the first varint of FTS5's averages record (``%_data`` row 1).
 
@@ -222,9 +233,61 @@ def _varints(buf: bytes, limit: int | None = None) -> list[int]:
 
 
 def idf(rows: int, df: int) -> float:
-    """FTS5's idf, computed as ``fts5Bm25GetData`` does."""
+    """Lucene's idf, ``ln(1 + (N - n + 0.5) / (n + 0.5))``: above 0 for every ``n <= N``.
+
+    ``N`` below ``n`` (an averages record that contradicts the counts) is taken as ``n``.
+    """
+    rows = max(rows, df)
+    return math.log(1.0 + (rows - df + 0.5) / (df + 0.5))
+
+
+def fts5_idf(rows: int, df: int) -> float:
+    """FTS5's idf in its built-in bm25(), computed as ``fts5Bm25GetData`` does."""
     value = math.log((rows - df + 0.5) / (df + 0.5))
     return value if value > 0.0 else IDF_FLOOR
+
+
+def summand_scale(rows: int, df: int) -> float:
+    """What FTS5's one-phrase bm25() of a phrase matching ``df`` of ``rows`` rows is multiplied
+    by to give the phrase's summand with Lucene's idf (its sign included: bm25() is negated)."""
+    return -idf(rows, df) / fts5_idf(max(rows, df), df)
+
+
+def ranked(
+    conn: sqlite3.Connection,
+    terms: Sequence[str],
+    scales: Sequence[float],
+    k: int,
+    *,
+    within: str | None = None,
+    params: Sequence[object] = (),
+) -> list[tuple[int, float]]:
+    """``(rowid, score)`` of the best ``k`` rows for the OR of ``terms``, best first (ties by
+    rowid), each score the phrases' summands added in the query's order (module docstring).
+
+    ``scales``: each term's :func:`summand_scale`.  ``within``: an SQL query (``params``) of the
+    rowids to score; the others are left out.  Terms that match nothing may be left out of
+    ``terms`` (they add nothing).
+    """
+    by_term: list[list[tuple[int, float]]] = [[] for _ in terms]
+    for start in range(0, len(terms), MAX_ARMS):
+        chunk = terms[start : start + MAX_ARMS]
+        arm = _ARM_SQL + (_WITHIN_SQL if within else "")
+        arms = [arm.format(i=start + i) for i in range(len(chunk))]
+        sql = " UNION ALL ".join(arms)
+        if within:
+            sql = f"WITH c(id) AS MATERIALIZED ({within}) {sql}"
+        for i, rowid, bm25 in conn.execute(sql, [*params, *(fts5_phrase(t) for t in chunk)]):
+            by_term[i].append((rowid, bm25))
+    scores: dict[int, float] = {}
+    for scale, postings in zip(scales, by_term, strict=True):
+        for rowid, bm25 in postings:
+            scores[rowid] = scores.get(rowid, 0.0) + bm25 * scale
+    return heapq.nsmallest(k, scores.items(), key=_order)
+
+
+def _order(item: tuple[int, float]) -> tuple[float, int]:
+    return -item[1], item[0]
 
 
 @dataclass(frozen=True)
@@ -311,41 +374,37 @@ def top_k(
     *,
     min_postings: int = MIN_POSTINGS,
 ) -> list[tuple[int, float]]:
-    """``(rowid, bm25)`` of the best ``k`` rows for the OR of ``terms``, best first.
+    """``(rowid, score)`` of the best ``k`` rows for the OR of ``terms``, best first.
 
-    Exactly what ``SELECT rowid, bm25(fts) ... MATCH <OR of terms> ORDER BY bm25, rowid LIMIT k``
-    returns, usually at a fraction of its cost (see the module docstring).  ``stats`` must have
-    been :meth:`~TermStats.sync`-ed in the same read transaction.
+    Exactly what :func:`ranked` gives when it scores every match, usually at a fraction of its
+    cost (see the module docstring).  ``stats`` must have been :meth:`~TermStats.sync`-ed in
+    the same read transaction.
     """
-    full = fts5_expression(list(terms))
-    if stats.rows <= 0:
-        return _full(conn, full, k)
     dfs = stats.doc_freqs(conn, terms)
-    if sum(dfs) < min_postings or max(dfs) > stats.rows:
-        # small enough to score everything, or counts that contradict N: do not prune
-        return _full(conn, full, k)
-    bounds = Bounds.of(terms, dfs, stats.rows)
-    if not bounds.terms:
+    found = [(t, df) for t, df in zip(terms, dfs, strict=True) if df > 0]
+    if not found:
         return []
+    matched = [t for t, _ in found]
+    scales = [summand_scale(stats.rows, df) for _, df in found]
+    if stats.rows <= 0 or sum(dfs) < min_postings or max(dfs) > stats.rows:
+        # small enough to score everything, or counts that contradict N: do not prune
+        return ranked(conn, matched, scales, k)
+    bounds = Bounds.of(terms, dfs, stats.rows)
     slack = SLACK * bounds.tails[0]
     theta = first_threshold(bounds, k)
     for round_no in range(3):
         candidates = candidate_expression(bounds, theta - slack) if theta > 0 else None
         if candidates is None:
             stats.rounds[min(round_no, 2)] += 1
-            return _full(conn, full, k)
-        rows = conn.execute(_PRUNED_SQL, (full, candidates, k)).fetchall()
-        if len(rows) == k and -rows[-1][1] >= theta:
+            return ranked(conn, matched, scales, k)
+        rows = ranked(conn, matched, scales, k, within=CANDIDATES_SQL, params=(candidates,))
+        if len(rows) == k and rows[-1][1] >= theta:
             stats.rounds[min(round_no, 2)] += 1
             return rows
-        # a lower threshold that the next round must pass, or the plain query
-        theta = -rows[-1][1] if len(rows) == k else 0.0
+        # a lower threshold that the next round must pass, or every match
+        theta = rows[-1][1] if len(rows) == k else 0.0
     stats.rounds[2] += 1
-    return _full(conn, full, k)
-
-
-def _full(conn: sqlite3.Connection, expression: str, k: int) -> list[tuple[int, float]]:
-    return conn.execute(_FULL_SQL, (expression, k)).fetchall()
+    return ranked(conn, matched, scales, k)
 
 
 BYTES_PER_POSTING = 16
