@@ -129,8 +129,8 @@ class Context:
         """
         if not fresh:
             cached = self._metas.get(es_index)
-            if cached is not None:
-                return cached if flat_ok else self.current(es_index, cached)
+            if cached is not None and not cached.flat:  # a flat one may be migrated meanwhile
+                return cached
         try:
             resp = client.indices.get_mapping(
                 index=es_index, master_timeout=self.server_timeout(deadline)

@@ -138,8 +138,8 @@ def meta_plan(cx: Context, es_index: str, deadline: Deadline) -> Plan[IndexMeta 
     """The facts of ``es_index``, cached after the first read (None if it does not exist;
     ForeignIndex if it is not ours)."""
     cached = cx.cached_meta(es_index)
-    if cached is not None:
-        return cx.current(es_index, cached)
+    if cached is not None and not cached.flat:  # a flat index may be migrated meanwhile
+        return cached
     try:
         resp = yield Call(
             "indices.get_mapping",
