@@ -222,7 +222,7 @@ def test_a_write_over_budget_raises_the_typed_error() -> None:
 
 
 class _NoKeys:
-    """A backend that stores passages but not caller keys (as elastic)."""
+    """A backend that stores passages but not caller keys (as the contrib usearch backend)."""
 
     name = "nokeys"
     description = "no caller keys"

@@ -114,7 +114,7 @@ write keeps."""
 WRITE_DEADLINE_S = 86_400.0
 """The deadline of a write given none: a day, a backstop for a call that never returns, not a
 limit any real write meets (writes in Python have no deadline by default)."""
-_WRITES = frozenset({"drop", "optimize", "rebuild"})
+_WRITES = frozenset({"drop", "optimize", "rebuild", "migrate"})
 SETTLE_S = 0.02
 """How long past the deadline the caller waits for the guard's own checks of an answer the
 plugin gave *before* the deadline (an answer given after it is ``IndexTimeout`` anyway)."""
@@ -1289,6 +1289,7 @@ class Guard:
             "drop": set(),
             "optimize": set(),
             "rebuild": set(),
+            "migrate": set(),
             "rerank": {"query", "passages"},
             "explain": {"query", "passage_id"},
             "neighbours": {"passage_id", "before", "after"},

@@ -586,6 +586,7 @@ ALLOWED: dict[str, tuple[type[_Outcome], ...]] = {
     "drop": (IndexStatus, IndexFailed, IndexTimeout, IndexUnavailable),
     "optimize": (IndexStatus, IndexFailed, IndexTimeout, IndexUnavailable),
     "rebuild": (IndexStatus, OverBudget, IndexFailed, IndexTimeout, IndexUnavailable),
+    "migrate": (IndexStatus, IndexFailed, IndexTimeout, IndexUnavailable),
     "rerank": (Searched, NoMatch, BadRequest, IndexFailed, IndexTimeout, IndexUnavailable),
     "explain": (Explained, IndexEmpty, BadRequest, IndexFailed, IndexTimeout, IndexUnavailable),
     "neighbours": (Neighbours, BadRequest, IndexFailed, IndexTimeout, IndexUnavailable),

@@ -235,6 +235,15 @@ class Rebuildable(Protocol):
 
 
 @runtime_checkable
+class Migratable(Protocol):
+    """Moves an index written by an earlier version of its plugin to the layout the plugin
+    writes now, so that no reader sees half of it; resumable, and nothing to do for an index
+    already there.  Answers ``IndexStatus`` or a failure."""
+
+    def op_migrate(self, index: str, *, deadline: Deadline) -> Any: ...
+
+
+@runtime_checkable
 class Reranker(Protocol):
     """Scores the caller's passages for a query without indexing them.  Answers ``Searched``
     (every passage, best first, each one of those given), ``NoMatch``, ``BadRequest`` or a
@@ -364,6 +373,7 @@ EXTENSION_OPS: dict[str, type] = {
     "drop": Droppable,
     "optimize": Optimizable,
     "rebuild": Rebuildable,
+    "migrate": Migratable,
     "rerank": Reranker,
     "explain": Explainer,
     "neighbours": NeighbourSource,

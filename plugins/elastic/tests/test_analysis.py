@@ -7,7 +7,8 @@ import threading
 from hypothesis import given
 from hypothesis import strategies as st
 from indexplug_elastic.analysis import ENGLISH_STOP_WORDS, EnglishAnalysis
-from indexplug_elastic.search import Ranked, rrf
+from indexplug_elastic.documents import Stored
+from indexplug_elastic.search import rrf
 
 
 def test_stems_possessives_and_stop_words() -> None:
@@ -60,11 +61,11 @@ def test_any_text_analyses_to_whitespace_free_terms(text: str) -> None:
 
 
 def test_rrf_adds_reciprocal_ranks_never_scores() -> None:
-    bm25 = [Ranked("a", 12.0, {}), Ranked("b", 11.0, {}), Ranked("c", 1.0, {})]
-    knn = [Ranked("c", 0.99, {}), Ranked("a", 0.5, {})]
+    bm25 = [Stored("a", 12.0, {}), Stored("b", 11.0, {}), Stored("c", 1.0, {})]
+    knn = [Stored("c", 0.99, {}), Stored("a", 0.5, {})]
     fused = rrf([bm25, knn], k=60, top_k=3)
-    assert [r.doc_id for r in fused] == ["a", "c", "b"]
+    assert [r.pid for r in fused] == ["a", "c", "b"]
     assert fused[0].score == 1 / 61 + 1 / 62
     assert fused[1].score == 1 / 63 + 1 / 61
     assert fused[2].score == 1 / 62
-    assert [r.doc_id for r in rrf([bm25, knn], k=60, top_k=1)] == ["a"]
+    assert [r.pid for r in rrf([bm25, knn], k=60, top_k=1)] == ["a"]

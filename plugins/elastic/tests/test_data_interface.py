@@ -1,5 +1,5 @@
 """The data interface on a real node: get, scan, indexes, drop, operator filters, async, and
-the upgrade of an index made before them.
+an index of the flat layout of earlier versions.
 
 The filter property test generates filters with hypothesis and holds every scan and search
 answer to :func:`indexplug.filters.matches` over a corpus whose metadata has every kind the
@@ -16,7 +16,6 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -32,12 +31,9 @@ from indexplug.outcomes import (
     Scanned,
     Searched,
 )
-from indexplug.passages import provenance_json
-from indexplug.protocols import Granularity
 from indexplug_elastic.backend import ElasticBackend
 from indexplug_elastic.filtering import CHUNK
-from indexplug_elastic.mapping import FILTERS, LAYOUT, TERMS, IndexMeta, mappings
-from indexplug_elastic.mapping import settings as es_settings
+from indexplug_elastic.testing.flat import write_flat
 from indexplug_elastic.testing.server import EsCluster
 
 BackendMaker = Callable[..., Guard]
@@ -336,78 +332,37 @@ def test_async_reads_are_native_coroutines(make_single: BackendMaker) -> None:
     assert listed == want_list
 
 
-def test_keys_are_not_claimed(make_single: BackendMaker) -> None:
-    """Elasticsearch cannot replace a key's passages atomically for readers, so the backend
-    does not claim keys and the guard refuses keyed passages instead of half-doing them."""
+def test_an_index_of_the_flat_layout_answers_how_to_migrate_it(
+    make_single: BackendMaker, es_single: EsCluster
+) -> None:
+    """An index written by earlier versions (one document per passage) is recognised when
+    opened: every read and write answers INDEX_FAILED naming the command that migrates it, and
+    nothing in it changes; it is still listed, and can be dropped."""
     g = make_single()
-    assert g.capabilities.keys is False
-    keyed = Passage.create("keyed text", "mem://k", key="doc-1")
-    with pytest.raises(InvalidRequest, match="caller keys"):
-        g.add("docs", [keyed])
-
-
-def _first_layout(cluster: EsCluster, g: Guard, ps: list[Passage], *, dense: bool = False) -> str:
-    """An index as the first layout made it (no pid, mv, mo; filter_terms), with ``ps``
-    (``dense``: with the vectors of the backend's embedder)."""
+    ps = corpus(12)
     raw = g.backend
     assert isinstance(raw, ElasticBackend)
     es_index = raw.es_index("old")
-    emb = raw._cx.embedder() if dense else None
-    meta = IndexMeta(
-        analysis="client",
-        analyzer="english",
-        embedder=emb.name if emb else None,
-        dim=emb.dim if emb else None,
-    )
-    body = mappings(meta)
-    for field in ("pid", "mv", "mo"):
-        body["properties"].pop(field)
-    body["_source"]["excludes"] = [FILTERS, TERMS] + (["vector"] if dense else [])
-    del body["_meta"]["indexplug"]["layout"]
-    status, answer = cluster.request(
-        "PUT",
-        f"/{es_index}",
-        {"mappings": body, "settings": es_settings(shards=1, replicas=None)},
-    )
-    assert status == 200, answer
-    lines = []
-    for p in ps:
-        lines.append(orjson.dumps({"create": {"_index": es_index, "_id": p.id}}))
-        doc: dict[str, Any] = {
-            "text": p.text,
-            "prov": provenance_json(p),
-            "terms": raw._cx.analysis.analyze(p.text),
-            "filter_terms": [],
-        }
-        if emb is not None:
-            doc["vector"] = [float(x) for x in emb.embed_documents([p.text], Granularity.TEXT)[0]]
-        lines.append(orjson.dumps(doc))
-    ndjson = (b"\n".join(lines) + b"\n").decode()
-    status, answer = cluster.request("POST", "/_bulk?refresh=true", ndjson)
-    assert status == 200 and not answer["errors"], answer
-    return es_index
-
-
-def test_an_index_of_the_first_layout_is_upgraded_in_place(
-    make_single: BackendMaker, es_single: EsCluster
-) -> None:
-    g = make_single()
-    ps = corpus(30)
-    es_index = _first_layout(es_single, g, ps)
-    # read as it is: get, status and a plain search
-    got = g.get("old", [ps[0].id])
-    assert isinstance(got, Got) and got.passages == [ps[0]]
-    assert isinstance(g.search("old", "common item4"), Searched)
-    # a scan upgrades it first, then pages every passage in id order
-    assert scan_ids(g, "old", limit=7) == sorted(p.id for p in ps)
-    _, body = es_single.request("GET", f"/{es_index}/_mapping")
-    assert body[es_index]["mappings"]["_meta"]["indexplug"]["layout"] == LAYOUT
-    flt = {"$or": [{"a": {"$gt": 1}}, {"b": {"$exists": False}}]}
-    parsed = parse_filter(flt)
-    assert scan_ids(g, "old", flt) == sorted(p.id for p in ps if matches(parsed, p.metadata))
-    more = [Passage.create(f"new words {i}", f"mem://new/{i}", metadata={"a": i}) for i in range(3)]
-    assert isinstance(g.add("old", more), Indexed)
-    assert len(scan_ids(g, "old")) == 33
+    write_flat(es_single, es_index, ps)
+    answers = [
+        g.search("old", "common item4"),
+        g.get("old", [ps[0].id]),
+        g.scan("old"),
+        g.status("old"),
+        g.add("old", corpus(1, seed=3)),
+        g.remove("old", ids=[ps[0].id]),
+    ]
+    for out in answers:
+        assert isinstance(out, IndexFailed), out
+        assert out.error_type == "FlatLayout" and "indexplug migrate --index old" in out.reason
+    _, body = es_single.request("GET", f"/{es_index}/_count")
+    assert body["count"] == len(ps)
+    listed = g.indexes()
+    assert isinstance(listed, IndexList)
+    assert [(i.name, i.passages) for i in listed.indexes] == [("old", len(ps))]
+    assert isinstance(g.call_extra("drop", "old"), IndexStatus)
+    status, _ = es_single.request("GET", f"/{es_index}")
+    assert status == 404
 
 
 def test_a_filter_the_parser_refuses_never_reaches_the_server(make_single: BackendMaker) -> None:
@@ -439,26 +394,3 @@ def test_a_hybrid_search_with_operators_is_the_same_async(make_single: BackendMa
     got = asyncio.run(run())
     assert isinstance(got, Searched)
     assert [h.passage.id for h in got.hits] == [h.passage.id for h in want.hits]
-
-
-def test_a_dense_index_of_the_first_layout_needs_its_embedder_to_upgrade(
-    make_single: BackendMaker, es_single: EsCluster
-) -> None:
-    """Rewriting a document rebuilds its vector: without the index's embedder the upgrade is
-    refused (INDEX_FAILED naming it) and nothing changes; with it, the index is upgraded and
-    its kNN search still finds the passages."""
-    dense = make_single(embedder="hashing:default")
-    ps = corpus(12)
-    es_index = _first_layout(es_single, dense, ps, dense=True)
-    plain = make_single(prefix=dense.backend.opts.prefix)  # type: ignore[attr-defined]
-    refused = plain.scan("old")
-    assert isinstance(refused, IndexFailed) and "embedder=hashing:default" in refused.reason
-    _, body = es_single.request("GET", f"/{es_index}/_mapping")
-    assert "layout" not in body[es_index]["mappings"]["_meta"]["indexplug"]
-    assert scan_ids(dense, "old", limit=5) == sorted(p.id for p in ps)
-    knn = make_single(embedder="hashing:default", mode="knn", prefix=plain.backend.opts.prefix)  # type: ignore[attr-defined]
-    found = knn.search("old", ps[4].text, top_k=1, filters={"a": {"$exists": True}})
-    expected = [p for p in ps if p.metadata.get("a") not in (None, [])]
-    assert expected
-    assert isinstance(found, Searched) and len(found.hits) == 1
-    assert found.hits[0].passage.id in {p.id for p in expected}

@@ -38,7 +38,7 @@ GUARD_STEPS: tuple[tuple[str, str], ...] = (
 STEPS: dict[str, tuple[tuple[str, str], ...]] = {
     "indexplug elastic BM25": (
         ("elasticsearch: _msearch round trip", "indexplug_elastic.reads:_msearch"),
-        ("backend: hits built", "indexplug_elastic.reads:hits_from_response"),
+        ("backend: hits built", "indexplug_elastic.reads:hits_of"),
         ("backend: whole search", "indexplug_elastic.reads:search"),
     ),
     "raw elasticsearch (same query, orjson)": (
@@ -60,7 +60,7 @@ STEPS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 """Steps per system, as ``(label, "module:qualified.name")``.  A function imported by name into
 another module is timed where that module looks it up (``indexplug_elastic.reads``'s
-``hits_from_response``)."""
+``hits_of``)."""
 
 
 _INHERITED = object()

@@ -883,6 +883,35 @@ def drop(
 
 
 @app.command()
+def migrate(
+    index: IndexOpt,
+    backend: BackendOpt = None,
+    option: OptionOpt = None,
+    embedder: EmbedderOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Move an index written by an earlier version of its backend to the layout it writes now
+    (resumable: run it again if it stops)."""
+
+    def body() -> Any:
+        t = target(index, backend, option, embedder, config)
+        if not callable(getattr(t.guard.backend, "op_migrate", None)):
+            raise InvalidRequest(f"backend '{t.backend_name}' does not offer 'migrate'")
+        return cli_change(
+            "migrate",
+            t.index,
+            t.backend_name,
+            config,
+            lambda: t.guard.call_extra("migrate", t.index),
+        )
+
+    outcome = guarded(body)
+    emit(outcome, as_json)
+    finish(outcome)
+
+
+@app.command()
 def export(
     file: Annotated[Path, typer.Argument(help="JSONL file to write ('-' for stdout).")],
     index: IndexOpt,

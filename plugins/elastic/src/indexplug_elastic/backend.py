@@ -42,12 +42,26 @@ from indexplug.outcomes import (
 from indexplug.passages import Passage
 from indexplug.protocols import Capabilities, Embedder, Granularity, Readiness
 
-from indexplug_elastic import bulk, reads, writes
+from indexplug_elastic import migrate, reads, writes
 from indexplug_elastic.connection import Connection
 from indexplug_elastic.context import Context
-from indexplug_elastic.failures import Failure, classify, failure, is_index_missing, late
+from indexplug_elastic.documents import Stored, inner_hits, key_doc_id, nested, parent, record_of
+from indexplug_elastic.failures import Failure, failure, is_index_missing, late
 from indexplug_elastic.filtering import terms_of
-from indexplug_elastic.mapping import LAYOUT, MO, MV, PID, PROV, TERMS, TEXT, VECTOR, ForeignIndex
+from indexplug_elastic.mapping import (
+    KEY,
+    MO,
+    MV,
+    PID,
+    PROV,
+    PROV_PATH,
+    TERMS,
+    TEXT,
+    TEXT_PATH,
+    VECTOR,
+    FlatLayout,
+    ForeignIndex,
+)
 from indexplug_elastic.options import ElasticOptions, parse_options
 from indexplug_elastic.plugin import DESCRIPTION
 from indexplug_elastic.search import SCALES
@@ -80,9 +94,9 @@ class ElasticBackend:
             get=True,
             scan=True,
             indexes=True,
-            # Caller keys are not claimed: Elasticsearch cannot replace one key's documents
-            # so that no reader sees both versions or neither (docs/backends/elastic.md).
-            keys=False,
+            # One document per key, its passages nested: replacing a key is one index request,
+            # atomic in Lucene, so no reader sees both versions or neither.
+            keys=True,
             deletion=True,
             persistence=True,
             concurrent_writers=True,
@@ -149,6 +163,10 @@ class ElasticBackend:
     def _failed(self, exc: Exception, index: str, doing: str, deadline: Deadline) -> Failure:
         if isinstance(exc, ForeignIndex):
             return self._cx.failed(index, str(exc), "ForeignIndex")
+        if isinstance(exc, FlatLayout):
+            return self._cx.failed(index, str(exc), "FlatLayout")
+        if isinstance(exc, migrate.MigrationFailed):
+            return self._cx.failed(index, str(exc), "MigrationFailed")
         out = failure(exc, index=index, backend=self.name, deadline=deadline, doing=doing)
         written = getattr(exc, "partial", None)
         if written is not None and written.done:
@@ -273,23 +291,7 @@ class ElasticBackend:
             client = self._cx.conn.within(deadline)
             if self._cx.meta(client, es_index, deadline, fresh=True) is None:
                 return Removed(index=index, backend=self.name, removed=0, missing_ids=list(ids))
-            result = bulk.delete_ids(
-                client, es_index, ids, timeout=self._cx.server_timeout(deadline), refresh=True
-            )
-            if result.failed:
-                pid, (status, err) = next(iter(result.failed.items()))
-                out = classify(
-                    status, err, index=index, backend=self.name, deadline=deadline, doing="removing"
-                )
-                note = (
-                    f" ({len(result.failed)} id(s) not removed, the first {pid[:12]}…; "
-                    f"{len(result.done)} removed)"
-                )
-                return out.model_copy(update={"reason": out.reason + note})
-            # every id was either deleted or not found (404): failures were answered above
-            return Removed.of_batch(
-                index=index, backend=self.name, ids=ids, removed_ids=result.done
-            )
+            return writes.remove(self._cx, index, es_index, ids, deadline)
 
         try:
             return self._guarded(index, "removing", deadline, op)
@@ -305,12 +307,13 @@ class ElasticBackend:
             if meta is None:
                 return IndexStatus(index=index, backend=self.name, exists=False, passages=0)
             try:
-                count = int(client.count(index=es_index)["count"])
+                count = self._cx.count(client, es_index)
             except ApiError as exc:
                 if exc.meta.status != 503 or not self._cx.being_created(client, es_index):
                     raise
                 count = 0  # a writer is creating it this very moment: it holds nothing yet
-            store = client.indices.stats(index=es_index, metric="store")["indices"][es_index]
+            stats = client.indices.stats(index=es_index, metric="store")
+            store = self._cx.stats_of(stats, es_index)
             return IndexStatus(
                 index=index,
                 backend=self.name,
@@ -335,10 +338,15 @@ class ElasticBackend:
 
         def op() -> IndexStatus:
             client = self._cx.conn.within(deadline)
-            if self._cx.meta(client, es_index, deadline, fresh=True) is not None:
+            if self._cx.meta(client, es_index, deadline, fresh=True, flat_ok=True) is not None:
                 wait = self._cx.server_timeout(deadline)
+                # a migrated index is deleted through the index behind its alias (and with it
+                # the alias): Elasticsearch deletes no index by an alias's name
+                concrete = list(client.indices.get(index=es_index, features="aliases"))
                 try:
-                    client.indices.delete(index=es_index, timeout=wait, master_timeout=wait)
+                    client.indices.delete(
+                        index=",".join(concrete), timeout=wait, master_timeout=wait
+                    )
                 except ApiError as exc:
                     if not is_index_missing(exc):  # someone else dropped it first: fine
                         raise
@@ -346,6 +354,21 @@ class ElasticBackend:
             return IndexStatus(index=index, backend=self.name, exists=False, passages=0)
 
         return self._guarded(index, "dropping", deadline, op)
+
+    def op_migrate(self, index: str, *, deadline: Deadline) -> StatusOutcome:
+        """Move an index of the flat layout of earlier versions (one document per passage) to
+        the current layout behind an alias (:mod:`indexplug_elastic.migrate`); resumable, and
+        nothing for an index that has the current layout already.  Answers its status."""
+        es_index = self._cx.es_index(index)
+
+        def op() -> StatusOutcome:
+            migrate.migrate(self._cx, index, es_index, deadline)
+            return self.status(index, deadline=deadline)
+
+        try:
+            return self._guarded(index, "migrating", deadline, op)
+        finally:
+            self._cx.forget(es_index)
 
     def op_optimize(self, index: str, *, deadline: Deadline) -> StatusOutcome:
         """Merge the index into one segment (``_forcemerge``): after a large bulk load, searches
@@ -381,52 +404,95 @@ class ElasticBackend:
         both texts (client analysis) and the filter terms of the metadata it now has, so the
         searches that found it still do and the guard gets to see (and refuse) it.
         """
-        es_index, client, meta, old = self._stored(index, passage_id)
-        prov = orjson.loads(old[PROV])
+        es_index, client, meta, key, stored = self._stored(index, passage_id)
+        old = stored[passage_id]
+        old_text = _field(old, TEXT_PATH)
+        prov = orjson.loads(_field(old, PROV_PATH))
         source = dict(prov["source"])
-        for key in ("licence", "provenance"):
-            if key in changes:
-                source[key] = changes[key]
+        for name in ("licence", "provenance"):
+            if name in changes:
+                source[name] = changes[name]
         prov["source"] = source
-        for key in ("start", "end", "metadata", "digest"):
-            if key in changes:
-                prov[key] = changes[key]
-        text = str(changes.get("text", old[TEXT]))
-        doc = self._structure(meta, passage_id, old[TEXT], prov.get("metadata") or {}, also=text)
+        for name in ("start", "end", "metadata", "digest"):
+            if name in changes:
+                prov[name] = changes[name]
+        text = str(changes.get("text", old_text))
+        doc = self._structure(meta, passage_id, old_text, prov.get("metadata") or {}, also=text)
         doc[TEXT] = text
         doc[PROV] = orjson.dumps(prov).decode()
-        client.index(index=es_index, id=passage_id, document=doc, refresh=True)
+        self._rewrite(es_index, client, meta, key, stored, {passage_id: doc})
 
     def delete_rows(self, index: str, ids: Sequence[str]) -> None:
-        """Conformance-kit hook: delete passages' records (``text`` and ``prov`` in
-        ``_source``) but not what searches match (terms, vector, filter terms).
+        """Conformance-kit hook: delete passages' records (their stored ``text`` and ``prov``)
+        but not what searches match (terms, vector, filter terms).
 
-        Elasticsearch keeps a document's ``_source`` and its postings together, so this is the
-        closest equivalent: each document is rewritten with its search structure alone (with
-        server analysis the text is its postings and stays; its ``prov`` goes).  Searches
-        that find one must answer ``INDEX_FAILED``.
+        Elasticsearch keeps a passage's stored fields and its postings together, so this is
+        the closest equivalent: each passage's document is rewritten with the passage's search
+        structure alone (with server analysis the text is its postings and stays; its ``prov``
+        goes).  Searches that find one must answer ``INDEX_FAILED``.
         """
         for pid in ids:
-            es_index, client, meta, old = self._stored(index, pid)
-            if PROV not in old:
+            es_index, client, meta, key, stored = self._stored(index, pid)
+            old = stored[pid]
+            if _field(old, PROV_PATH) is None:
                 continue  # its record is gone already
-            prov = orjson.loads(old[PROV])
-            doc = self._structure(meta, pid, old[TEXT], prov.get("metadata") or {})
+            prov = orjson.loads(_field(old, PROV_PATH))
+            text = _field(old, TEXT_PATH)
+            doc = self._structure(meta, pid, text, prov.get("metadata") or {})
             if meta.analysis != "client":
-                doc[TEXT] = old[TEXT]
-            client.index(index=es_index, id=pid, document=doc, refresh=True)
+                doc[TEXT] = text
+            self._rewrite(es_index, client, meta, key, stored, {pid: doc})
 
-    def _stored(self, index: str, passage_id: str) -> tuple[str, Any, Any, dict[str, Any]]:
-        """(Elasticsearch index, client, facts, ``_source``) of a stored passage, for the
-        hooks."""
+    def _stored(
+        self, index: str, passage_id: str
+    ) -> tuple[str, Any, Any, str | None, dict[str, Stored]]:
+        """(Elasticsearch index, client, facts, key, every passage of its document as stored)
+        of a stored passage, for the hooks."""
         es_index = self._cx.es_index(index)
         deadline = Deadline.after(30.0)
         client = self._cx.conn.within(deadline)
         meta = self._cx.meta(client, es_index, deadline, fresh=True)
         if meta is None:
             raise LookupError(f"index {index} does not exist")
-        source = dict(client.get(index=es_index, id=passage_id)["_source"])
-        return es_index, client, meta, source
+        client.indices.refresh(index=es_index)
+        found = client.search(index=es_index, **reads.get_body([passage_id], [], 30_000))
+        hits = found["hits"]["hits"]
+        if not hits:
+            raise LookupError(f"passage {passage_id} is not in index {index}")
+        key = (hits[0].get("_source") or {}).get(KEY)
+        if key is None:
+            return es_index, client, meta, None, {s.pid: s for s in inner_hits(hits[0])}
+        every = client.search(index=es_index, **reads.get_body([], [key], 30_000))
+        stored = {s.pid: s for h in every["hits"]["hits"] for s in inner_hits(h)}
+        return es_index, client, meta, key, stored
+
+    def _rewrite(
+        self,
+        es_index: str,
+        client: Any,
+        meta: Any,
+        key: str | None,
+        stored: Mapping[str, Stored],
+        altered: Mapping[str, dict[str, Any]],
+    ) -> None:
+        """Write a document again, its passages as stored except ``altered`` (nested documents
+        as they are), for the hooks."""
+        children: list[dict[str, Any]] = []
+        passages = []
+        analysis = self._cx.analysis if meta.analysis == "client" else None
+        for pid, s in sorted(stored.items()):
+            if pid in altered:
+                children.append(altered[pid])
+                continue
+            p = record_of(s)
+            passages.append(p)
+            vec = None
+            if meta.embedder is not None and self.opts.embedder:
+                vec = self._cx.embedder().embed_documents([p.text], Granularity.TEXT)[0]
+            children.append(nested(p, analysis=analysis, vector=vec))
+        doc = parent(key, passages, children)
+        doc_id = key_doc_id(key) if key is not None else next(iter(stored))
+        client.index(index=es_index, id=doc_id, document=doc, refresh=True)
 
     def _structure(
         self, meta: Any, pid: str, text: str, metadata: Mapping[str, Any], *, also: str = ""
@@ -434,12 +500,16 @@ class ElasticBackend:
         """What searches match for a passage of ``text`` (and ``also``'s terms): the client's
         terms, the vector of ``text`` and the filter terms of ``metadata``."""
         doc: dict[str, Any] = {}
-        if meta.layout >= LAYOUT:
-            doc[MV], doc[MO] = terms_of(metadata)
-            doc[PID] = pid
+        doc[MV], doc[MO] = terms_of(metadata)
+        doc[PID] = pid
         if meta.analysis == "client":
             doc[TERMS] = self._cx.analysis.analyze(f"{text} {also}".strip())
         if meta.embedder is not None and self.opts.embedder:
             vec = self._cx.embedder().embed_documents([text], Granularity.TEXT)[0]
             doc[VECTOR] = [float(x) for x in vec]
         return doc
+
+
+def _field(stored: Stored, name: str) -> Any:
+    values = stored.fields.get(name)
+    return values[0] if isinstance(values, list) and values else None

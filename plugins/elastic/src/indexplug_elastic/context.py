@@ -22,7 +22,14 @@ from indexplug.protocols import Embedder
 from indexplug_elastic.analysis import EnglishAnalysis
 from indexplug_elastic.connection import Connection
 from indexplug_elastic.failures import is_index_missing
-from indexplug_elastic.mapping import ForeignIndex, IndexMeta, mappings, settings
+from indexplug_elastic.mapping import (
+    MIGRATED_SUFFIX,
+    FlatLayout,
+    ForeignIndex,
+    IndexMeta,
+    mappings,
+    settings,
+)
 from indexplug_elastic.options import ElasticOptions
 
 NAME = "elastic"
@@ -106,16 +113,23 @@ class Context:
 
     # -- the facts of an index ---------------------------------------------------------------
     def meta(
-        self, client: Elasticsearch, es_index: str, deadline: Deadline, *, fresh: bool
+        self,
+        client: Elasticsearch,
+        es_index: str,
+        deadline: Deadline,
+        *,
+        fresh: bool,
+        flat_ok: bool = False,
     ) -> IndexMeta | None:
-        """The facts of ``es_index`` (None if it does not exist); ForeignIndex if not ours.
+        """The facts of ``es_index`` (None if it does not exist); ForeignIndex if not ours,
+        FlatLayout if it has the flat layout of earlier versions (unless ``flat_ok``).
 
         Writes read them fresh (an index dropped and made again elsewhere must not be written
         with stale facts); searches use the cached copy, dropped whenever the index is missing.
         """
         if not fresh:
             cached = self._metas.get(es_index)
-            if cached is not None:
+            if cached is not None and not cached.flat:  # a flat one may be migrated meanwhile
                 return cached
         try:
             resp = client.indices.get_mapping(
@@ -126,13 +140,24 @@ class Context:
                 self._metas.pop(es_index, None)
                 return None
             raise
-        return self.read_meta(es_index, resp.body)
+        meta = self.read_meta(es_index, resp.body)
+        return meta if flat_ok else self.current(es_index, meta)
+
+    def current(self, es_index: str, meta: IndexMeta) -> IndexMeta:
+        """``meta``, or :class:`FlatLayout` if the index has the flat layout."""
+        if meta.flat:
+            raise FlatLayout(es_index[len(self.opts.prefix) :], es_index)
+        return meta
 
     def read_meta(self, es_index: str, body: Any) -> IndexMeta:
         """The facts in a ``GET /<index>/_mapping`` answer (kept); ForeignIndex if not ours."""
         entry = body.get(es_index)
-        if entry is None:  # an alias pointing elsewhere: not an index we made
-            raise ForeignIndex(f"'{es_index}' is an alias, not an indexplug index")
+        if entry is None:
+            # the alias of a migrated index names ``<index>.nested``; any other alias points
+            # somewhere not made by us
+            entry = body.get(es_index + MIGRATED_SUFFIX)
+            if entry is None or len(body) != 1:
+                raise ForeignIndex(f"'{es_index}' is an alias, not an indexplug index")
         meta = IndexMeta.from_mapping(es_index, entry)
         self._metas[es_index] = meta
         return meta
@@ -269,9 +294,24 @@ class Context:
         """(primary store bytes, passages), after a refresh so both include recent writes.
         Replicas are left out: the budget is about the data, not how many copies keep it."""
         client.indices.refresh(index=es_index)
-        stats = client.indices.stats(index=es_index, metric="store,docs")
-        prim = stats["indices"][es_index]["primaries"]
-        return int(prim["store"]["size_in_bytes"]), int(prim["docs"]["count"])
+        stats = client.indices.stats(index=es_index, metric="store")
+        prim = Context.stats_of(stats, es_index)["primaries"]
+        return int(prim["store"]["size_in_bytes"]), self.count(client, es_index)
+
+    @staticmethod
+    def stats_of(stats: Any, es_index: str) -> Any:
+        """The entry of ``es_index`` in an ``_stats`` answer (that of the index behind it when
+        it is the alias of a migrated index)."""
+        indices = stats["indices"]
+        return indices.get(es_index) or indices[es_index + MIGRATED_SUFFIX]
+
+    @staticmethod
+    def count(client: Elasticsearch, es_index: str) -> int:
+        """The passages ``es_index`` holds (the sum of its documents' ``n``)."""
+        resp = client.search(
+            index=es_index, size=0, track_total_hits=False, aggs={"n": {"sum": {"field": "n"}}}
+        )
+        return int(resp["aggregations"]["n"]["value"] or 0)
 
     def drop_new(self, es_index: str, deadline: Deadline) -> None:
         """Delete an index this very call created, when the call is refused: the index is then

@@ -1,24 +1,27 @@
-"""A passage as an Elasticsearch document, and back.
+"""Passages as Elasticsearch documents (one per caller key, passages nested), and back.
 
-The document id is the passage id (its content address), so adding a passage twice is
-recognised by the server itself (``op_type=create`` answers 409 for a known id) and removal is
-by id.  Serialisation uses orjson: on a bulk add it is most of the client's own CPU time.
+A document's ``_id`` says what it holds: a passage without a key is a document of its own
+whose ``_id`` is the passage id (its content address), so adding it twice is recognised by the
+server itself (``op_type=create`` answers 409 for a known id); the passages of a caller key
+share the document :func:`key_doc_id` (``k`` and the key's SHA-256: never 64 hex digits, so
+never a passage id).  Serialisation uses orjson: on a bulk add it is most of the client's CPU.
 
-The passage's record is ``text`` and ``prov`` (:func:`~indexplug.passages.provenance_json`:
-source, span, document checksum, metadata and the passage's digest) in ``_source``; what
-searches match is apart from it (the ``terms`` postings with client analysis, the ``vector``,
-both left out of ``_source``).  A hit is rebuilt from the record the one documented way,
-``Hit.from_stored`` around :func:`~indexplug.passages.passage_from_provenance`, neither id nor
-digest checked here: the guard checks every hit, so a record altered behind our back is
-refused, not served.  A document a search finds without its record raises
+A passage's record is its nested document's stored ``text`` and ``prov``
+(:func:`~indexplug.passages.provenance_json`: source, span, document checksum, metadata, key
+and digest) with its ``pid`` (doc values); what searches match is apart from it (the
+``terms`` postings with client analysis, the ``vector``).  A hit is rebuilt from the record the
+one documented way, ``Hit.from_stored`` around :func:`~indexplug.passages.passage_from_provenance`,
+neither id nor digest checked here: the guard checks every hit, so a record altered behind our
+back is refused, not served.  A passage a search finds without its record raises
 :class:`RecordLost` (``INDEX_FAILED``), never a shorter answer.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
@@ -27,24 +30,65 @@ from indexplug.passages import Passage, passage_from_provenance, provenance_json
 
 from indexplug_elastic.analysis import EnglishAnalysis
 from indexplug_elastic.filtering import terms_of
-from indexplug_elastic.mapping import MO, MV, PID, PROV, TERMS, TEXT, VECTOR
+from indexplug_elastic.mapping import (
+    COUNT,
+    DIGESTS,
+    IDS,
+    KEY,
+    MO,
+    MV,
+    PASSAGES,
+    PID,
+    PID_PATH,
+    PROV,
+    PROV_PATH,
+    TERMS,
+    TEXT,
+    TEXT_PATH,
+    VECTOR,
+)
+
+STORED_FIELDS = [TEXT_PATH, PROV_PATH]
+"""What an inner hit reads: the record's stored fields (never the nested ``_source``)."""
+DOCVALUE_FIELDS = [PID_PATH]
 
 
-def document(
+def key_doc_id(key: str) -> str:
+    """The ``_id`` of the document holding the passages of caller key ``key``."""
+    return "k" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def doc_id_of(p: Passage) -> str:
+    """The ``_id`` of the document that holds ``p``."""
+    return p.id if p.key is None else key_doc_id(p.key)
+
+
+def nested(
     p: Passage, *, analysis: EnglishAnalysis | None, vector: np.ndarray | None = None
 ) -> dict[str, Any]:
-    """The ``_source`` sent for ``p`` (``terms`` only with client analysis; ``pid`` and ``mv``
-    are indexed but left out of what is stored, see :mod:`~indexplug_elastic.mapping`)."""
-    doc: dict[str, Any] = {
-        TEXT: p.text,
-        PROV: provenance_json(p),
-        PID: p.id,
-    }
+    """The nested document of ``p`` (``terms`` only with client analysis)."""
+    doc: dict[str, Any] = {TEXT: p.text, PROV: provenance_json(p), PID: p.id}
     doc[MV], doc[MO] = terms_of(p.metadata)
     if analysis is not None:
         doc[TERMS] = analysis.analyze(p.text)
     if vector is not None and _usable(vector):
         doc[VECTOR] = vector
+    return doc
+
+
+def parent(
+    key: str | None, passages: Sequence[Passage], children: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """The document of a key (or of one unkeyed passage) holding ``passages``, whose nested
+    documents are ``children``."""
+    doc: dict[str, Any] = {
+        COUNT: len(children),
+        IDS: [p.id for p in passages],
+        DIGESTS: [p.digest or "" for p in passages],
+        PASSAGES: list(children),
+    }
+    if key is not None:
+        doc[KEY] = key
     return doc
 
 
@@ -65,70 +109,60 @@ def cosine_of(es_score: Any) -> float:
 
 
 class RecordLost(Exception):
-    """A document a search found holds no passage record (no ``text`` or ``prov`` in its
-    ``_source``): deleted behind the postings or vector that matched, or not written by this
-    plugin.  The index can no longer say what it holds; the backend answers ``INDEX_FAILED``."""
+    """A passage a search found holds no record (no ``text`` or ``prov``): deleted behind the
+    postings or vector that matched, or not written by this plugin.  The index can no longer
+    say what it holds; the backend answers ``INDEX_FAILED``."""
 
 
-def record_of(doc_id: str, source: Any) -> Passage:
-    """The passage a document's ``_source`` records (not checked: the guard checks it);
+class Stored(NamedTuple):
+    """One nested passage as an inner hit answers it: its id, score and stored fields."""
+
+    pid: str
+    score: float
+    fields: Mapping[str, Any]
+
+
+def _first(fields: Mapping[str, Any], name: str) -> Any:
+    values = fields.get(name)
+    return values[0] if isinstance(values, list) and values else None
+
+
+def inner_hits(hit: Mapping[str, Any]) -> list[Stored]:
+    """The nested passages of one hit's ``inner_hits`` (best first, as the server ranked
+    them)."""
+    inner = ((hit.get("inner_hits") or {}).get(PASSAGES) or {}).get("hits") or {}
+    out = []
+    for h in inner.get("hits") or ():
+        fields = h.get("fields") or {}
+        pid = _first(fields, PID_PATH)
+        score = h.get("_score")
+        out.append(Stored(str(pid), float(score) if score is not None else 0.0, fields))
+    return out
+
+
+def record_of(stored: Stored) -> Passage:
+    """The passage an inner hit's stored fields record (not checked: the guard checks it);
     :class:`RecordLost` when it holds no record."""
-    try:
-        text, prov = source[TEXT], source[PROV]
-    except (KeyError, TypeError):
+    text, prov = _first(stored.fields, TEXT_PATH), _first(stored.fields, PROV_PATH)
+    if not isinstance(text, str) or not isinstance(prov, str):
         raise RecordLost(
-            f"document {str(doc_id)[:12]}... holds no passage record (its text or provenance "
-            "is gone, deleted behind the index's postings or vectors); the index cannot be "
-            "trusted: rebuild it"
-        ) from None
-    return passage_from_provenance(doc_id, text, prov)
+            f"passage {stored.pid[:12]}... holds no record (its text or provenance is gone, "
+            "deleted behind the index's postings or vectors); the index cannot be trusted: "
+            "rebuild it"
+        )
+    return passage_from_provenance(stored.pid, text, prov)
 
 
-def _hit(rank: int, doc_id: str, score: float, source: Any, scale: str) -> Hit:
-    """One hit from a document's ``_source`` (anything but a mapping holding ``text`` and
-    ``prov``: :class:`RecordLost`)."""
-    try:
-        text, prov = source[TEXT], source[PROV]
-    except (KeyError, TypeError):
-        raise RecordLost(
-            f"document {str(doc_id)[:12]}... matches the search but holds no passage record "
-            "(its text or provenance is gone, deleted behind the index's postings or vectors); "
-            "the index cannot be trusted: rebuild it"
-        ) from None
-    return Hit.from_stored(
-        rank=rank,
-        score=score,
-        score_scale=scale,
-        passage=passage_from_provenance(doc_id, text, prov),
-    )
-
-
-def hits_from_sources(
-    ranked: Iterable[tuple[str, float, Mapping[str, Any]]], scale: str
-) -> list[Hit]:
-    """Hits ranked 1, 2, ... from ``(id, score, _source)`` best first, each passage rebuilt
-    without checking its id or digest: the guard compares both with the content, so a
-    document altered behind our back is reported, not served.  A ``_source`` without the text
-    or the provenance raises :class:`RecordLost`, which the backend reports as a failure."""
+def hits_of(ranked: Iterable[Stored], scale: str, *, cosine: bool = False) -> list[Hit]:
+    """Hits ranked 1, 2, ... from passages best first, each rebuilt without checking its id
+    or digest (the guard compares both with the content, so a passage altered behind our back
+    is reported, not served); kNN's ``(1 + cosine) / 2`` turned back into the cosine."""
     return [
-        _hit(rank, doc_id, score, source, scale)
-        for rank, (doc_id, score, source) in enumerate(ranked, start=1)
-    ]
-
-
-def hits_from_response(
-    es_hits: Iterable[Mapping[str, Any]], scale: str, *, cosine: bool
-) -> list[Hit]:
-    """Hits ranked 1, 2, ... from one search's ``hits.hits``, best first, read straight from
-    the answer (no ranked tuples in between: a search with one leg needs no fusion), with
-    kNN's ``(1 + cosine) / 2`` turned back into the cosine.  As :func:`hits_from_sources`
-    otherwise: passages are not checked here, the guard checks them."""
-    if cosine:
-        return [
-            _hit(rank, h["_id"], cosine_of(h["_score"]), h.get("_source"), scale)
-            for rank, h in enumerate(es_hits, start=1)
-        ]
-    return [
-        _hit(rank, h["_id"], float(h["_score"]), h.get("_source"), scale)
-        for rank, h in enumerate(es_hits, start=1)
+        Hit.from_stored(
+            rank=rank,
+            score=cosine_of(s.score) if cosine else s.score,
+            score_scale=scale,
+            passage=record_of(s),
+        )
+        for rank, s in enumerate(ranked, start=1)
     ]

@@ -4,7 +4,7 @@ Every metadata entry of a passage becomes keyword terms of two fields (both inde
 in ``_source``), so one mapping serves every key (a ``dynamic`` or ``flattened`` mapping would
 lose the value's JSON type):
 
-``mv`` (equality), each ``key NUL tag``:
+``passages.mv`` (equality), each ``key NUL tag``:
 
 * ``key NUL e``: the key has at least one value (``$exists``; null, missing and ``[]`` have
   none, so ``$eq null`` is "no such term");
@@ -14,7 +14,7 @@ lose the value's JSON type):
 * ``key NUL s:`` + a string of at most :data:`EQ_CHARS` characters, or ``key NUL S:`` + the
   SHA-256 of a longer one.
 
-``mo`` (order), each starting with a digest of the key (a range's bounds must stay short:
+``passages.mo`` (order), each starting with a digest of the key (a range's bounds must stay short:
 Lucene refuses a range whose bound is about a thousand bytes, "input automaton is too large"):
 
 * ``K n`` + :func:`number_key`: an ASCII string whose byte order is the numbers' order;
@@ -50,7 +50,7 @@ from indexplug.filters import (
     values_of,
 )
 
-from indexplug_elastic.mapping import MO, MV
+from indexplug_elastic.mapping import MO_PATH, MV_PATH
 
 SEP = "\x00"
 EQ_CHARS = 4096
@@ -152,11 +152,11 @@ def terms_of(metadata: Mapping[str, Any]) -> tuple[list[str], list[str]]:
 
 
 def _term(t: str) -> dict[str, Any]:
-    return {"term": {MV: t}}
+    return {"term": {MV_PATH: t}}
 
 
 def _range(**bounds: str) -> dict[str, Any]:
-    return {"range": {MO: bounds}}
+    return {"range": {MO_PATH: bounds}}
 
 
 def _not(q: dict[str, Any]) -> dict[str, Any]:
@@ -181,7 +181,7 @@ def _one_of(key: str, values: tuple[Any, ...]) -> dict[str, Any]:
     """Some value of ``key`` is one of ``values`` (``None``: it has none): one ``terms``
     query, so a long ``$in`` list is one clause, not one per value."""
     terms = list(dict.fromkeys(_eq_term(key, v) for v in values if v is not None))
-    legs = [{"terms": {MV: terms}}] if terms else []
+    legs = [{"terms": {MV_PATH: terms}}] if terms else []
     if any(v is None for v in values):
         legs.append(_eq(key, None))
     return _any(legs)

@@ -5,27 +5,40 @@ how its text was analysed, which embedder made its vectors, its storage budget -
 the index, so any process, on any machine, with any configuration, reads the same facts.  An
 index whose mapping lacks the mark is someone else's: it is never searched, written or dropped.
 
-Fields (``dynamic: strict``, so nothing else can creep in):
+The layout (``dynamic: strict``, so nothing else can creep in): one Elasticsearch document per
+caller key (its ``_id`` :func:`~indexplug_elastic.documents.key_doc_id`, ``k`` and the SHA-256
+of the key, which no passage id can be), the key's passages as **nested** documents; a passage
+without a key is a document of its own (``_id`` its passage id) with one nested passage.  So
+there is one query path, and replacing a key's passages is one index request of its document:
+Lucene adds a document and its nested documents as one block, atomically, so no reader sees
+both versions of a key or neither.
 
-* ``text``: the passage text, exactly as added.  Analysed by the server analyzer when the
-  server analyses; otherwise stored only (``index: false``) and ``terms`` is searched.
-* ``terms``: client-side analysed terms (``whitespace`` analyzer); left out of ``_source``.
-* ``prov``: the rest of the passage (source, span, document hash, metadata and its digest) as
-  one JSON string, stored but not indexed (no postings, no doc values: nothing searches it).  A
-  string comes back byte for byte, so a passage is returned exactly as added (floats such as
-  ``5e-324`` included) and the guard can verify its id and digest.
-* ``filter_terms``: one keyword per metadata entry, ``key NUL type:value``, for equality
-  filters that respect types (``1``, ``1.0``, ``True`` and ``"1"`` are four different values);
-  left out of ``_source``.
-* ``pid``: the passage id as a keyword with doc values: ``scan`` sorts on it and pages with
-  ``search_after`` (sorting on ``_id`` needs fielddata, which Elasticsearch 8 refuses);
+Fields of the document: ``key`` (the caller key, a keyword), ``n`` (how many passages it holds:
+the index's passage count is their sum), and ``pids`` and ``digests`` (its passages' ids and
+digests, kept in ``_source`` only: a writer reads them with a realtime get). Fields of each
+nested passage (``passages.*``):
+
+* ``text``: the passage text, exactly as added, **stored** (searches read hits from stored
+  fields: reading a nested document's part of ``_source`` is what makes inner hits slow).
+  Analysed by the server analyzer when the server analyses; otherwise not indexed, and
+  ``terms`` is searched.
+* ``terms``: client-side analysed terms (``whitespace`` analyzer).
+* ``prov``: the rest of the passage (source, span, document hash, metadata, key and digest) as
+  one JSON string, stored but not indexed.  A string comes back byte for byte, so a passage is
+  returned exactly as added and the guard can verify its id and digest.
+* ``pid``: the passage id as a keyword with doc values: hits name their passage with it,
+  ``get`` finds passages by it, ``scan`` sorts on it.
 * ``mv`` and ``mo``: the metadata as typed keyword terms, for equality and for order
-  (:mod:`indexplug_elastic.filtering`), so operator filters are exactly
-  :func:`indexplug.filters.matches`; left out of ``_source``.
-  It replaces ``filter_terms``, which new documents no longer get;
+  (:mod:`indexplug_elastic.filtering`).
 * ``vector``: the passage embedding (``dense_vector``, cosine, float HNSW) when the index has an
-  embedder; left out of ``_source`` (it lives in the vector index; JSON floats would triple the
-  stored size).
+  embedder.
+
+``_source`` keeps the document's own fields only: a passage's record lives in its stored
+fields, once.
+
+Indexes written by earlier versions hold one document per passage (the *flat* layout: no
+``passages`` field).  They are recognised when opened and answer :class:`FlatLayout`, naming
+the command that moves them to this layout.
 """
 
 from __future__ import annotations
@@ -35,11 +48,20 @@ from typing import Any, Literal
 
 MARK = "indexplug"
 SCHEMA = 1
-LAYOUT = 2
-"""Fields of the documents: 1, the first (no ``pid``, ``mv``); 2, with them.  An index of
-layout 1 is upgraded in place when first written, scanned or filtered
-(:mod:`indexplug_elastic.upgrade`); its schema stays 1, so an older plugin still reads it."""
+LAYOUT = 3
+"""The layout of the documents: 1 and 2, flat (one document per passage; 2 added ``pid`` and
+``mv``); 3, one document per key with nested passages."""
 BACKEND = "elastic"
+MIGRATE_COMMAND = "indexplug migrate"
+MIGRATED_SUFFIX = ".nested"
+"""A migrated index is the Elasticsearch index ``<index>.nested`` (no indexplug index name has
+a dot) behind the alias ``<index>``."""
+
+PASSAGES = "passages"
+KEY = "key"
+COUNT = "n"
+IDS = "pids"
+DIGESTS = "digests"
 
 TEXT = "text"
 TERMS = "terms"
@@ -49,16 +71,38 @@ VECTOR = "vector"
 PID = "pid"
 MV = "mv"
 MO = "mo"
-NEW_FIELDS: dict[str, Any] = {
-    PID: {"type": "keyword"},
-    # Only ever matched with term and range queries: no doc values (those serve sorting).
-    MV: {"type": "keyword", "doc_values": False},
-    MO: {"type": "keyword", "doc_values": False},
-}
+
+
+def path(field: str) -> str:
+    """The full name of a nested passage's field (``passages.text``)."""
+    return f"{PASSAGES}.{field}"
+
+
+MV_PATH = path(MV)
+MO_PATH = path(MO)
+PID_PATH = path(PID)
+TEXT_PATH = path(TEXT)
+PROV_PATH = path(PROV)
+VECTOR_PATH = path(VECTOR)
 
 
 class ForeignIndex(Exception):
     """The Elasticsearch index exists but its mapping does not carry indexplug's mark."""
+
+
+class FlatLayout(Exception):
+    """The index was written by an earlier version of this plugin, one document per passage;
+    it must be migrated (``indexplug migrate``) before this version reads or writes it."""
+
+    def __init__(self, index: str, es_index: str) -> None:
+        super().__init__(
+            f"Elasticsearch index '{es_index}' has the flat layout of earlier versions of the "
+            f"elastic backend (one document per passage); move it to the current layout with "
+            f"'{MIGRATE_COMMAND} --index {index} --backend elastic' (with the options that reach "
+            "this cluster; it reindexes behind an alias: readers keep the old index until the "
+            "new one is complete)"
+        )
+        self.es_index = es_index
 
 
 @dataclass(frozen=True)
@@ -80,8 +124,10 @@ class IndexMeta:
     def with_budget(self, max_bytes: int) -> IndexMeta:
         return replace(self, max_bytes=max_bytes)
 
-    def upgraded(self) -> IndexMeta:
-        return replace(self, layout=LAYOUT)
+    @property
+    def flat(self) -> bool:
+        """Whether the index has the flat layout of earlier versions."""
+        return self.layout < LAYOUT
 
     def to_meta(self) -> dict[str, Any]:
         return {
@@ -121,9 +167,9 @@ class IndexMeta:
         budget = mark.get("max_bytes")
         props = (mapping.get("mappings") or {}).get("properties") or {}
         layout = mark.get("layout")
-        complete = all(f in props for f in NEW_FIELDS)
-        if not (isinstance(layout, int) and layout >= LAYOUT and complete):
-            layout = 1
+        nested = (props.get(PASSAGES) or {}).get("type") == "nested"
+        if not (isinstance(layout, int) and layout >= LAYOUT and nested):
+            layout = 2 if PID in props else 1
         return cls(
             analysis=analysis,
             analyzer=str(mark.get("analyzer") or "standard"),
@@ -140,22 +186,26 @@ def mappings(meta: IndexMeta) -> dict[str, Any]:
     # BM25 needs term frequencies and norms, never positions (no phrase queries are made):
     # ``index_options: freqs`` skips them, which makes indexing cheaper and the index smaller.
     if meta.analysis == "client":
-        text: dict[str, Any] = {"type": "text", "index": False}
+        text: dict[str, Any] = {"type": "text", "index": False, "store": True}
     else:
-        text = {"type": "text", "analyzer": meta.analyzer, "index_options": "freqs"}
-    props: dict[str, Any] = {
+        text = {
+            "type": "text",
+            "analyzer": meta.analyzer,
+            "index_options": "freqs",
+            "store": True,
+        }
+    nested: dict[str, Any] = {
         TEXT: text,
-        PROV: {"type": "keyword", "index": False, "doc_values": False},
-        # Only ever matched with ``term`` filters: no doc values (those serve sorting).
-        FILTERS: {"type": "keyword", "doc_values": False},
-        **NEW_FIELDS,
+        PROV: {"type": "keyword", "index": False, "doc_values": False, "store": True},
+        PID: {"type": "keyword"},
+        # Only ever matched with term and range queries: no doc values (those serve sorting).
+        MV: {"type": "keyword", "doc_values": False},
+        MO: {"type": "keyword", "doc_values": False},
     }
-    excludes = [FILTERS, *NEW_FIELDS]
     if meta.analysis == "client":
-        props[TERMS] = {"type": "text", "analyzer": "whitespace", "index_options": "freqs"}
-        excludes.append(TERMS)
+        nested[TERMS] = {"type": "text", "analyzer": "whitespace", "index_options": "freqs"}
     if meta.embedder is not None:
-        props[VECTOR] = {
+        nested[VECTOR] = {
             "type": "dense_vector",
             "dims": meta.dim,
             "index": True,
@@ -163,13 +213,25 @@ def mappings(meta: IndexMeta) -> dict[str, Any]:
             # Full-precision HNSW: scores are true cosines (int8, the 8.x default, rounds them).
             "index_options": {"type": "hnsw"},
         }
-        excludes.append(VECTOR)
     return {
         "dynamic": "strict",
         "_meta": meta.to_meta(),
-        "_source": {"excludes": excludes},
-        "properties": props,
+        "_source": {"excludes": [PASSAGES]},
+        "properties": {
+            KEY: {"type": "keyword"},
+            COUNT: {"type": "integer"},
+            # What the document holds, in its _source only (read back with a realtime get
+            # when its key is written again: which passages are known, which replaced).
+            IDS: {"type": "keyword", "index": False, "doc_values": False},
+            DIGESTS: {"type": "keyword", "index": False, "doc_values": False},
+            PASSAGES: {"type": "nested", "properties": nested},
+        },
     }
+
+
+MAX_INNER_HITS = 10_001
+"""``index.max_inner_result_window``: inner hits per document a search may ask for (a search's
+``top_k`` and a scan's page, plus one)."""
 
 
 def settings(*, shards: int, replicas: int | None) -> dict[str, Any]:
@@ -180,6 +242,7 @@ def settings(*, shards: int, replicas: int | None) -> dict[str, Any]:
         # Store size is cached for 10 s by default; the budget's measured check must see the
         # segments the write just made, so it is read from the directory on every request.
         "store.stats_refresh_interval": "0ms",
+        "max_inner_result_window": MAX_INNER_HITS,
     }
     if replicas is None:
         out["auto_expand_replicas"] = "0-1"

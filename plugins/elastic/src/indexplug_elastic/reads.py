@@ -1,12 +1,12 @@
 """Reading: search, get, scan and the index list, each written once for both clients.
 
 Each read is a *plan*: a generator that yields the requests it needs (:class:`Call`, a client
-method and its arguments) and blocking work (:class:`Offload`: embedding a query, upgrading an
-index of an older layout), is sent each answer back (or has the client's exception thrown into
-it), and returns the outcome.  :func:`drive` runs a plan with the blocking client (every request
-through :meth:`~indexplug_elastic.connection.Connection.bounded`), :func:`adrive` with the
-official ``AsyncElasticsearch`` client on the running event loop, blocking work on a thread.
-So ``search`` and ``asearch`` are the same code, request for request.
+method and its arguments) and blocking work (:class:`Offload`: embedding a query), is sent each
+answer back (or has the client's exception thrown into it), and returns the outcome.
+:func:`drive` runs a plan with the blocking client (every request through
+:meth:`~indexplug_elastic.connection.Connection.bounded`), :func:`adrive` with the official
+``AsyncElasticsearch`` client on the running event loop, blocking work on a thread. So
+``search`` and ``asearch`` are the same code, request for request.
 
 See :mod:`indexplug_elastic.search` for the request bodies and reciprocal rank fusion.
 """
@@ -38,15 +38,14 @@ from indexplug.protocols import Granularity
 
 from indexplug_elastic import search as q
 from indexplug_elastic.context import COUNTS, SHARD_ROWS, Context
-from indexplug_elastic.documents import hits_from_response, hits_from_sources, record_of
+from indexplug_elastic.documents import Stored, hits_of, inner_hits, key_doc_id, record_of
 from indexplug_elastic.failures import Failure, classify, is_index_missing
-from indexplug_elastic.mapping import LAYOUT, PID, ForeignIndex, IndexMeta
-from indexplug_elastic.upgrade import ensure_layout
+from indexplug_elastic.mapping import KEY, MIGRATED_SUFFIX, PID_PATH, ForeignIndex, IndexMeta
 
 T = TypeVar("T")
 
-MGET_IDS = 1000
-"""Ids per ``_mget`` request."""
+GET_IDS = 1000
+"""Ids (or keys) per ``get`` search."""
 MAX_WINDOW = 10_000
 """Elasticsearch's default ``index.max_result_window``: the largest page one search returns."""
 
@@ -139,7 +138,7 @@ def meta_plan(cx: Context, es_index: str, deadline: Deadline) -> Plan[IndexMeta 
     """The facts of ``es_index``, cached after the first read (None if it does not exist;
     ForeignIndex if it is not ours)."""
     cached = cx.cached_meta(es_index)
-    if cached is not None:
+    if cached is not None and not cached.flat:  # a flat index may be migrated meanwhile
         return cached
     try:
         resp = yield Call(
@@ -151,15 +150,7 @@ def meta_plan(cx: Context, es_index: str, deadline: Deadline) -> Plan[IndexMeta 
             cx.drop_meta(es_index)
             return None
         raise
-    return cx.read_meta(es_index, resp.body)
-
-
-def layout_plan(cx: Context, es_index: str, meta: IndexMeta, deadline: Deadline) -> Plan[IndexMeta]:
-    """``meta`` once the index has the current layout (upgraded on a thread if it has not)."""
-    if meta.layout >= LAYOUT:
-        return meta
-    upgraded: IndexMeta = yield Offload(lambda: ensure_layout(cx, es_index, meta, deadline))
-    return upgraded
+    return cx.current(es_index, cx.read_meta(es_index, resp.body))
 
 
 def primaries_plan(es_index: str) -> Plan[str]:
@@ -247,8 +238,6 @@ def search_plan(
         problem = cx.embedder_problem(meta, writing=False)
     if problem:
         return cx.failed(index, problem, "EmbedderMismatch")
-    if filters:
-        meta = yield from layout_plan(cx, es_index, meta, deadline)
     window = top_k if cx.mode == "bm25" else max(top_k, cx.opts.rank_window)
     ms = cx.ms(deadline)
     bodies: list[dict[str, Any]] = []
@@ -281,22 +270,20 @@ def search_plan(
     if not isinstance(answers, list):
         return answers  # type: ignore[no-any-return]
     if counting:
-        count = int(answers.pop()["hits"]["total"]["value"])
+        count = q.count_of(answers.pop())
         COUNTS.keep(key, generation, count)
         if count == 0:
             return IndexEmpty(index=index, backend=cx.name)
     else:
         assert kept is not None
         count = kept
-    fused: list[q.Ranked] = []
-    one_leg: list[Any] = []
+    found: list[Stored] = []
     if cx.mode == "hybrid":
-        ranked_legs = [q.ranked(answers[i], cosine=(leg == "knn")) for i, leg in enumerate(legs)]
-        fused = q.rrf(ranked_legs, k=cx.opts.rrf_k, top_k=top_k)
+        ranked_legs = [q.ranked(answers[i], window) for i in range(len(legs))]
+        found = q.rrf(ranked_legs, k=cx.opts.rrf_k, top_k=top_k)
     elif legs:
-        # one leg needs no fusion: its hits are read straight from the answer
-        one_leg = answers[0]["hits"]["hits"][:top_k]
-    if not (fused or one_leg):
+        found = q.ranked(answers[0], top_k)
+    if not found:
         if not counting:
             # a kept count never decides an answer: empty or nothing matched, counted now
             COUNTS.forget(key)
@@ -307,14 +294,11 @@ def search_plan(
             )
             if not isinstance(fresh, list):
                 return fresh  # type: ignore[no-any-return]
-            count = int(fresh[0]["hits"]["total"]["value"])
+            count = q.count_of(fresh[0])
             if count == 0:
                 return IndexEmpty(index=index, backend=cx.name)
         return NoMatch(index=index, backend=cx.name, searched=count)
-    if fused:
-        hits = hits_from_sources(fused, scale.name)
-    else:
-        hits = hits_from_response(one_leg, scale.name, cosine=cx.mode == "knn")
+    hits = hits_of(found, scale.name, cosine=cx.mode == "knn")
     # The count is a separate search (of the same request, or kept from an earlier one): a
     # write landing between them could make it smaller than the hits; the index held at least
     # as many as it returned.
@@ -352,45 +336,81 @@ def get_plan(
     keys: Sequence[str],
     deadline: Deadline,
 ) -> Plan[Got | Failure]:
-    """The stored passages with ``ids`` (``_mget``, in the order asked); every key is missing
-    (this backend stores no caller keys)."""
+    """The stored passages with ``ids`` (in the order asked) and every passage of ``keys``:
+    one search per thousand, for documents holding a passage with one of the ids (any
+    passages of them that match, as inner hits) or being one of the keys' documents (all its
+    passages).  A search reads each document as one version, so a key being replaced comes
+    back whole, old or new."""
     wanted = list(dict.fromkeys(ids))
-    none = Got(index=index, backend=cx.name, missing_ids=wanted, missing_keys=list(keys))
+    by_key = list(dict.fromkeys(keys))
+    none = Got(index=index, backend=cx.name, missing_ids=wanted, missing_keys=by_key)
     meta = yield from meta_plan(cx, es_index, deadline)
-    if meta is None or not wanted:
+    if meta is None or not (wanted or by_key):
         return none
     found: dict[str, Any] = {}
-    for start in range(0, len(wanted), MGET_IDS):
-        part = wanted[start : start + MGET_IDS]
-        try:
-            resp = yield Call("mget", {"index": es_index, "ids": part})
-        except ApiError as exc:
-            if is_index_missing(exc):
-                cx.forget(es_index)
-                return none
-            raise
-        for doc in resp["docs"]:
-            if "error" in doc:
-                if is_index_missing(doc["error"]):
-                    cx.forget(es_index)
-                    return none
-                return classify(
-                    int(doc.get("status") or 500),
-                    doc["error"],
-                    index=index,
-                    backend=cx.name,
-                    deadline=deadline,
-                    doing="reading passages",
-                )
-            if doc.get("found"):
-                found[doc["_id"]] = record_of(doc["_id"], doc.get("_source"))
+    key_of: dict[str, str] = {}
+    parts: list[tuple[list[str], list[str]]] = [
+        (wanted[i : i + GET_IDS], []) for i in range(0, len(wanted), GET_IDS)
+    ]
+    parts += [([], by_key[i : i + GET_IDS]) for i in range(0, len(by_key), GET_IDS)]
+    for part_ids, part_keys in parts:
+        body = get_body(part_ids, part_keys, cx.ms(deadline))
+        answers = yield from msearch_plan(cx, index, es_index, [body], deadline)
+        if isinstance(answers, IndexEmpty):
+            return none
+        if not isinstance(answers, list):
+            return answers
+        for hit in answers[0]["hits"]["hits"]:
+            for stored in inner_hits(hit):
+                p = record_of(stored)
+                found[p.id] = p
+                if p.key is not None:
+                    key_of[p.id] = p.key
+    asked = set(wanted)
+    keyed = set(by_key)
+    passages = [found[i] for i in wanted if i in found]
+    passages += sorted(
+        (p for p in found.values() if p.id not in asked and p.key in keyed),
+        key=lambda p: (p.key or "", p.id),
+    )
+    seen_keys = {p.key for p in passages}
     return Got(
         index=index,
         backend=cx.name,
-        passages=[found[i] for i in wanted if i in found],
+        passages=passages,
         missing_ids=[i for i in wanted if i not in found],
-        missing_keys=list(keys),
+        missing_keys=[k for k in by_key if k not in seen_keys],
     )
+
+
+def get_body(ids: Sequence[str], keys: Sequence[str], timeout_ms: int) -> dict[str, Any]:
+    """The search of :func:`get_plan`: passages with ``ids`` (inner hits of a nested ``terms``
+    on ``pid``), or every passage of the documents of ``keys``."""
+    if ids:
+        query = q.passages_query({"terms": {PID_PATH: list(ids)}}, size=len(ids) + 1)
+        size = len(ids)
+    else:
+        query = {
+            "bool": {
+                "filter": [
+                    {"ids": {"values": [key_doc_id(k) for k in keys]}},
+                    {"terms": {KEY: list(keys)}},
+                    q.passages_query({"match_all": {}}, size=MAX_INNER, score_mode="none"),
+                ]
+            }
+        }
+        size = len(keys)
+    return {
+        "query": query,
+        "size": size,
+        "_source": [KEY],
+        "track_total_hits": False,
+        "timeout": f"{timeout_ms}ms",
+    }
+
+
+MAX_INNER = MAX_WINDOW
+"""Passages of one document a read asks for at most (a key's passages)."""
 
 
 def scan_plan(
@@ -402,40 +422,58 @@ def scan_plan(
     limit: int,
     deadline: Deadline,
 ) -> Plan[Scanned | IndexTimeout | Failure]:
-    """One page in id order: a search sorted on ``pid`` after the cursor (``search_after``),
-    the filter as a bool filter; one document more than the page, to know whether more
-    follow."""
+    """One page of passages in id order, after the cursor (a passage id): the documents
+    holding the first passages above it (sorted on their smallest such ``pid``), with those
+    passages as inner hits sorted on ``pid``; the first ``limit`` of them all are the page.
+    One passage more than the page is asked for, to know whether more follow."""
     empty = Scanned(index=index, backend=cx.name, passages=[], next_after=None)
     meta = yield from meta_plan(cx, es_index, deadline)
     if meta is None:
         return empty
-    meta = yield from layout_plan(cx, es_index, meta, deadline)
     size = min(limit + 1, MAX_WINDOW)
     clauses = q.filter_clauses(filters)
+    if after is not None:
+        clauses.append({"range": {PID_PATH: {"gt": after}}})
+    nested_query: dict[str, Any] = {"bool": {"filter": clauses}} if clauses else {"match_all": {}}
     body: dict[str, Any] = {
-        "query": {"bool": {"filter": clauses}} if clauses else {"match_all": {}},
-        "sort": [{PID: "asc"}],
+        "query": q.passages_query(
+            nested_query, size=size, score_mode="none", sort=[{PID_PATH: "asc"}]
+        ),
+        "sort": [
+            {
+                PID_PATH: {
+                    "order": "asc",
+                    "mode": "min",
+                    "nested": {"path": "passages", "filter": nested_query},
+                }
+            }
+        ],
         "size": size,
-        "_source": q.SOURCE,
+        "_source": False,
         "track_total_hits": False,
         "timeout": f"{cx.ms(deadline)}ms",
     }
-    if after is not None:
-        body["search_after"] = [after]
     answers = yield from msearch_plan(cx, index, es_index, [body], deadline)
     if isinstance(answers, IndexEmpty):
         return empty
     if not isinstance(answers, list):
         return answers
-    hits = answers[0]["hits"]["hits"]
-    page = [record_of(h["_id"], h.get("_source")) for h in hits[:limit]]
-    more = len(hits) > limit if size > limit else len(hits) == limit
+    stored = sorted(
+        (s for hit in answers[0]["hits"]["hits"] for s in inner_hits(hit)), key=lambda s: s.pid
+    )
+    # A document's inner hits are cut at ``size``: its passages past the cut sort after every
+    # one returned, so the first ``size`` passages of all of them are exact.
+    page = [record_of(s) for s in stored[:limit]]
+    more = len(stored) > limit if size > limit else len(stored) == limit
     return Scanned(
         index=index,
         backend=cx.name,
         passages=page,
         next_after=page[-1].id if more and page else None,
     )
+
+
+FLAT_COUNT: dict[str, Any] = {"size": 0, "track_total_hits": True}
 
 
 def indexes_plan(cx: Context, deadline: Deadline) -> Plan[IndexList | IndexTimeout | Failure]:
@@ -451,25 +489,34 @@ def indexes_plan(cx: Context, deadline: Deadline) -> Plan[IndexList | IndexTimeo
         },
     )
     names: dict[str, str] = {}
+    flat: set[str] = set()
     for es_name, entry in sorted(resp.body.items()):
         if not es_name.startswith(prefix):
             continue
         name = es_name[len(prefix) :]
+        if name.endswith(MIGRATED_SUFFIX):  # behind the alias ``name``
+            name = name[: -len(MIGRATED_SUFFIX)]
+            if prefix + name in resp.body:
+                continue  # mid-migration: readers still read the old index
         try:
             validate_index_name(name)
-            IndexMeta.from_mapping(es_name, entry)
+            if IndexMeta.from_mapping(es_name, entry).flat:
+                flat.add(es_name)
         except (ValueError, ForeignIndex):
             continue
         names[es_name] = name
     if not names:
         return IndexList(index="", backend=cx.name, indexes=[])
     ms = cx.ms(deadline)
-    resp = yield Call(
-        "msearch",
-        {"searches": q.encoded([line for n in names for line in ({"index": n}, q.count_body(ms))])},
-    )
+    # a flat index (earlier versions) holds one document per passage: its hits are its count
+    lines = [
+        line
+        for n in names
+        for line in ({"index": n}, FLAT_COUNT if n in flat else q.count_body(ms))
+    ]
+    resp = yield Call("msearch", {"searches": q.encoded(lines)})
     out: list[IndexInfo] = []
-    for name, answer in zip(names.values(), resp["responses"], strict=True):
+    for (es_name, name), answer in zip(names.items(), resp["responses"], strict=True):
         if "error" in answer:
             if is_index_missing(answer):
                 continue  # dropped since it was listed
@@ -481,5 +528,6 @@ def indexes_plan(cx: Context, deadline: Deadline) -> Plan[IndexList | IndexTimeo
                 deadline=deadline,
                 doing="counting passages",
             )
-        out.append(IndexInfo(name=name, passages=int(answer["hits"]["total"]["value"])))
+        count = answer["hits"]["total"]["value"] if es_name in flat else q.count_of(answer)
+        out.append(IndexInfo(name=name, passages=int(count)))
     return IndexList(index="", backend=cx.name, indexes=out)

@@ -1,5 +1,13 @@
 """Search requests (BM25, kNN, hybrid) and reciprocal rank fusion.
 
+Every ranked leg is a ``nested`` query over the passages with ``score_mode: max`` and
+``inner_hits`` of size k: a document scores its best passage, and the k best documents' inner
+hits hold the exact global top k passages (a passage in the top k has at most k - 1 better
+passages, so at most k - 1 documents score above its own, and at most k - 1 of its own
+siblings rank above it).  :func:`ranked` merges the inner hits into that top k.  Inner hits
+read each passage from stored fields and doc values, never the nested ``_source`` (which
+Elasticsearch would parse out of the whole document for every inner hit).
+
 Every search is one ``_msearch`` round trip: the ranked leg(s), plus a ``match_all`` count
 when the process has none younger than ``count_ttl_s`` (``indexplug.counts``), so an answer
 always says how many passages the index holds without a request of its own.  A search that
@@ -19,24 +27,20 @@ which has no syntax, so quotes, ``AND``, ``*`` or ``field:value`` in a query are
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import orjson
 from indexplug.outcomes import ScoreScale
 
-from indexplug_elastic.documents import cosine_of
+from indexplug_elastic.documents import DOCVALUE_FIELDS, STORED_FIELDS, Stored, inner_hits
 from indexplug_elastic.filtering import filter_query
-from indexplug_elastic.mapping import VECTOR
+from indexplug_elastic.mapping import COUNT, PASSAGES, VECTOR_PATH, path
 
 MAX_QUERY_TERMS = 1024
 """Analysed query terms sent at most (the first ones).  Lucene refuses a query of more clauses
 than a heap-dependent limit (a 10,000-word query fails on a 512 MB node); a longer query is
 cut rather than refused, so it still gets an answer."""
-SOURCE = True
-"""Hits carry their whole stored ``_source``: it holds only ``text`` and ``prov`` (everything
-else is excluded when indexing), and unfiltered it is copied as stored bytes, where a field
-list would make the server parse and re-serialise every hit's source (measured: slower)."""
 
 SCALES: dict[str, ScoreScale] = {
     "bm25": ScoreScale(
@@ -63,20 +67,46 @@ SCALES: dict[str, ScoreScale] = {
 }
 
 
-class Ranked(NamedTuple):
-    """One passage as a leg (or the fusion) ranked it (a named tuple: a top-100 search makes a
-    hundred, and a frozen dataclass costs several times as much to create)."""
-
-    doc_id: str
-    score: float
-    source: Mapping[str, Any]
-
-
 def filter_clauses(filters: Any) -> list[dict[str, Any]]:
     """The filter clauses of ``filters`` (a parsed filter or an equality map; see
     :mod:`indexplug_elastic.filtering`)."""
     query = filter_query(filters)
     return [] if query is None else [query]
+
+
+NOTHING_OF_THE_DOCUMENT: dict[str, Any] = {"_source": False, "stored_fields": "_none_"}
+"""A ranked leg reads nothing of a document itself, not even its ``_id`` (everything comes
+from its inner hits): measured on SciFact, a millisecond less per search at top 10, four at
+top 100."""
+
+
+def inner(size: int, *, sort: Any = None) -> dict[str, Any]:
+    """The ``inner_hits`` of a nested leg: ``size`` passages, read from stored fields and doc
+    values (``_source`` off)."""
+    out: dict[str, Any] = {
+        "size": size,
+        "_source": False,
+        "stored_fields": STORED_FIELDS,
+        "docvalue_fields": DOCVALUE_FIELDS,
+    }
+    if sort is not None:
+        out["sort"] = sort
+    return out
+
+
+def passages_query(
+    query: dict[str, Any], *, size: int, score_mode: str = "max", sort: Any = None
+) -> dict[str, Any]:
+    """``query`` (over the nested passages) as a query on the documents, with the passages
+    that matched as inner hits."""
+    return {
+        "nested": {
+            "path": PASSAGES,
+            "score_mode": score_mode,
+            "query": query,
+            "inner_hits": inner(size, sort=sort),
+        }
+    }
 
 
 def lexical_body(
@@ -87,13 +117,13 @@ def lexical_body(
     filters: Any,
     timeout_ms: int,
 ) -> dict[str, Any]:
-    match: dict[str, Any] = {"match": {field: {"query": text}}}
+    match: dict[str, Any] = {"match": {path(field): {"query": text}}}
     clauses = filter_clauses(filters)
     query = {"bool": {"must": [match], "filter": clauses}} if clauses else match
     return {
-        "query": query,
+        "query": passages_query(query, size=size),
         "size": size,
-        "_source": SOURCE,
+        **NOTHING_OF_THE_DOCUMENT,
         "track_total_hits": False,
         "timeout": f"{timeout_ms}ms",
     }
@@ -106,8 +136,10 @@ def knn_body(
     filters: Any,
     timeout_ms: int,
 ) -> dict[str, Any]:
+    """A ``knn`` query on the passages' vectors inside the nested query (so a filter applies
+    to each passage's own metadata); the candidates per shard bound what it can find."""
     knn: dict[str, Any] = {
-        "field": VECTOR,
+        "field": VECTOR_PATH,
         "query_vector": [float(x) for x in vector],
         "k": k,
         "num_candidates": min(10_000, max(k, 2 * k, 100)),
@@ -116,22 +148,27 @@ def knn_body(
     if clauses:
         knn["filter"] = clauses
     return {
-        "knn": knn,
+        "query": passages_query({"knn": knn}, size=k),
         "size": k,
-        "_source": SOURCE,
+        **NOTHING_OF_THE_DOCUMENT,
         "track_total_hits": False,
         "timeout": f"{timeout_ms}ms",
     }
 
 
 def count_body(timeout_ms: int) -> dict[str, Any]:
-    """How many passages the index holds (Lucene answers this from segment counts)."""
+    """How many passages the index holds: the sum of each document's ``n``."""
     return {
-        "query": {"match_all": {}},
         "size": 0,
-        "track_total_hits": True,
+        "track_total_hits": False,
+        "aggs": {COUNT: {"sum": {"field": COUNT}}},
         "timeout": f"{timeout_ms}ms",
     }
+
+
+def count_of(answer: Mapping[str, Any]) -> int:
+    """The passage count of a :func:`count_body` answer."""
+    return int((answer.get("aggregations") or {}).get(COUNT, {}).get("value") or 0)
 
 
 def msearch_lines(es_index: str, bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -151,24 +188,26 @@ def encoded(lines: Sequence[dict[str, Any]]) -> list[bytes]:
     return [orjson.dumps(line, option=orjson.OPT_SERIALIZE_NUMPY) for line in lines]
 
 
-def ranked(response: Mapping[str, Any], *, cosine: bool = False) -> list[Ranked]:
-    """The hits of one search response; kNN scores turned back into cosines."""
-    out = []
-    for h in response["hits"]["hits"]:
-        score = cosine_of(h["_score"]) if cosine else float(h["_score"])
-        out.append(Ranked(str(h["_id"]), score, h["_source"]))
-    return out
+def ranked(response: Mapping[str, Any], top_k: int) -> list[Stored]:
+    """The global top ``top_k`` passages of one nested leg's answer: every inner hit of its
+    documents, best first (ties in the order the server ranked documents, then passages)."""
+    found: list[tuple[float, int, int, Stored]] = []
+    for d, hit in enumerate(response["hits"]["hits"]):
+        for n, s in enumerate(inner_hits(hit)):
+            found.append((-s.score, d, n, s))
+    found.sort(key=lambda t: t[:3])
+    return [t[3] for t in found[:top_k]]
 
 
-def rrf(legs: Sequence[Sequence[Ranked]], *, k: int, top_k: int) -> list[Ranked]:
+def rrf(legs: Sequence[Sequence[Stored]], *, k: int, top_k: int) -> list[Stored]:
     """Reciprocal rank fusion of ranked lists; ties keep the order of the earlier legs."""
     scores: dict[str, float] = {}
     first_seen: dict[str, tuple[int, int]] = {}
-    sources: dict[str, Mapping[str, Any]] = {}
+    fields: dict[str, Mapping[str, Any]] = {}
     for leg_no, leg in enumerate(legs):
         for rank, r in enumerate(leg, start=1):
-            scores[r.doc_id] = scores.get(r.doc_id, 0.0) + 1.0 / (k + rank)
-            first_seen.setdefault(r.doc_id, (rank, leg_no))
-            sources.setdefault(r.doc_id, r.source)
+            scores[r.pid] = scores.get(r.pid, 0.0) + 1.0 / (k + rank)
+            first_seen.setdefault(r.pid, (rank, leg_no))
+            fields.setdefault(r.pid, r.fields)
     order = sorted(scores, key=lambda d: (-scores[d], first_seen[d], d))
-    return [Ranked(d, scores[d], sources[d]) for d in order[:top_k]]
+    return [Stored(d, scores[d], fields[d]) for d in order[:top_k]]
