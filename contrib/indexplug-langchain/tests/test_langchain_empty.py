@@ -42,14 +42,14 @@ def _answers(
     return [
         [d.id or "" for d in vs.similarity_search(query, k=k)],
         [d.id or "" for d in vs.as_retriever(search_kwargs={"k": k}).invoke(query)],
-        [d.id or "" for d in IndexplugRetriever(backend=guard, index=vs.index, k=k).invoke(query)],
+        [d.id or "" for d in IndexplugRetriever(guard=guard, index=vs.index, k=k).invoke(query)],
     ]
 
 
 async def _aanswers(
     vs: IndexplugVectorStore, guard: indexplug.Guard, query: str, k: int
 ) -> list[list[str]]:
-    retriever = IndexplugRetriever(backend=guard, index=vs.index, k=k)
+    retriever = IndexplugRetriever(guard=guard, index=vs.index, k=k)
     return [
         [d.id or "" for d in await vs.asimilarity_search(query, k=k)],
         [d.id or "" for d in await vs.as_retriever(search_kwargs={"k": k}).ainvoke(query)],
@@ -98,7 +98,7 @@ def test_a_negative_k_and_a_non_text_query_are_still_refused(guard: indexplug.Gu
     with pytest.raises(indexplug.InvalidRequest):
         vs.similarity_search("espresso", k=-1)
     with pytest.raises(indexplug.InvalidRequest):
-        IndexplugRetriever(backend=guard, index="coffee", k=-1).invoke("espresso")
+        IndexplugRetriever(guard=guard, index="coffee", k=-1).invoke("espresso")
 
 
 def test_a_lexical_search_is_not_padded_with_documents_that_do_not_match() -> None:

@@ -56,7 +56,7 @@ def test_nested_and_dated_metadata_comes_back_as_the_in_memory_store_gives_it(
     assert repr(sorted(got.metadata.items())) == repr(sorted(expected.items()))
     [(found, _)] = store.similarity_search_with_score("otters", k=1)
     assert found.metadata == expected
-    [hit] = IndexplugRetriever(backend=store.guard, index="meta", k=1).invoke("otters")
+    [hit] = IndexplugRetriever(guard=store.guard, index="meta", k=1).invoke("otters")
     assert {k: v for k, v in hit.metadata.items() if k != "indexplug"} == expected
 
 

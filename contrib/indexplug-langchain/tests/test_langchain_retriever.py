@@ -35,7 +35,7 @@ def backend() -> indexplug.Guard:
 
 
 def test_hits_become_documents_and_chain(backend: indexplug.Guard) -> None:
-    r = IndexplugRetriever(backend=backend, index="notes", k=2)
+    r = IndexplugRetriever(guard=backend, index="notes", k=2)
     docs = r.invoke("why do otters hold hands")
     assert docs[0].page_content.startswith("Otters hold hands")
     assert docs[0].id == "doc-0"
@@ -51,7 +51,7 @@ def test_hits_become_documents_and_chain(backend: indexplug.Guard) -> None:
 
 
 def test_user_metadata_is_never_overwritten(backend: indexplug.Guard) -> None:
-    docs = IndexplugRetriever(backend=backend, index="notes", k=4).invoke("otters")
+    docs = IndexplugRetriever(guard=backend, index="notes", k=4).invoke("otters")
     by_id = {d.id: d for d in docs}
     assert {k: v for k, v in by_id["doc-0"].metadata.items() if k != NAMESPACE} == {
         "year": 2019,
@@ -65,19 +65,19 @@ def test_user_metadata_is_never_overwritten(backend: indexplug.Guard) -> None:
 
 
 def test_k_in_the_constructor_and_per_call(backend: indexplug.Guard) -> None:
-    r = IndexplugRetriever(backend=backend, index="notes", k=3)
+    r = IndexplugRetriever(guard=backend, index="notes", k=3)
     assert len(r.invoke("otters")) == 3
     assert len(r.invoke("otters", k=1)) == 1
     assert len(r.invoke("otters", top_k=2)) == 2
-    assert IndexplugRetriever(backend=backend, index="notes", top_k=1).k == 1
+    assert IndexplugRetriever(guard=backend, index="notes", top_k=1).k == 1
     with pytest.raises(ValueError, match="not both"):
-        IndexplugRetriever(backend=backend, index="notes", k=1, top_k=2)
+        IndexplugRetriever(guard=backend, index="notes", k=1, top_k=2)
 
 
 def test_filters_in_the_constructor_and_per_call(backend: indexplug.Guard) -> None:
-    recent = IndexplugRetriever(backend=backend, index="notes", filters={"year": {"$gte": 2021}})
+    recent = IndexplugRetriever(guard=backend, index="notes", filters={"year": {"$gte": 2021}})
     assert {d.id for d in recent.invoke("otters")} == {"doc-1", "doc-2"}
-    r = IndexplugRetriever(backend=backend, index="notes")
+    r = IndexplugRetriever(guard=backend, index="notes")
     assert [d.id for d in r.invoke("otters", filter={"tags": "fur"})] == ["doc-2"]
     assert [d.id for d in r.invoke("otters", filters={"year": {"$lt": 2020}})] == ["doc-0"]
     # a per-call filter replaces the constructor's
@@ -91,10 +91,10 @@ def test_filters_in_the_constructor_and_per_call(backend: indexplug.Guard) -> No
 
 
 def test_no_match_is_an_empty_list_but_failures_raise(backend: indexplug.Guard) -> None:
-    assert IndexplugRetriever(backend=backend, index="notes").invoke("quantum chromodynamics") == []
-    assert IndexplugRetriever(backend=backend, index="nothing-here").invoke("otters") == []
+    assert IndexplugRetriever(guard=backend, index="notes").invoke("quantum chromodynamics") == []
+    assert IndexplugRetriever(guard=backend, index="nothing-here").invoke("otters") == []
     with pytest.raises(indexplug.IndexEmptyError):
-        IndexplugRetriever(backend=backend, index="nothing-here", empty_is_error=True).invoke("x")
+        IndexplugRetriever(guard=backend, index="nothing-here", empty_is_error=True).invoke("x")
 
 
 def test_a_reserved_key_stored_outside_the_adapter_is_refused_not_clobbered() -> None:
@@ -102,19 +102,19 @@ def test_a_reserved_key_stored_outside_the_adapter_is_refused_not_clobbered() ->
     p = indexplug.Passage.create("Otters float.", "file:///x", metadata={NAMESPACE: "theirs"})
     b.add("raw", [p])
     with pytest.raises(ReservedMetadataKey, match="reserved"):
-        IndexplugRetriever(backend=b, index="raw").invoke("otters")
+        IndexplugRetriever(guard=b, index="raw").invoke("otters")
 
 
 @pytest.mark.asyncio
 async def test_async_honours_k_and_filters(backend: indexplug.Guard) -> None:
-    r = IndexplugRetriever(backend=backend, index="notes", k=3)
+    r = IndexplugRetriever(guard=backend, index="notes", k=3)
     assert len(await r.ainvoke("otters")) == 3
     assert len(await r.ainvoke("otters", k=1)) == 1
     docs = await r.ainvoke("otters", filters={"year": {"$gte": 2023}})
     assert [d.id for d in docs] == ["doc-2"]
-    assert await IndexplugRetriever(backend=backend, index="nothing-here").ainvoke("otters") == []
+    assert await IndexplugRetriever(guard=backend, index="nothing-here").ainvoke("otters") == []
     with pytest.raises(indexplug.IndexEmptyError):
-        strict = IndexplugRetriever(backend=backend, index="nothing-here", empty_is_error=True)
+        strict = IndexplugRetriever(guard=backend, index="nothing-here", empty_is_error=True)
         await strict.ainvoke("otters")
 
 
@@ -156,7 +156,7 @@ async def _ticks_while(coro: Any) -> tuple[Any, int]:
 @pytest.mark.asyncio
 async def test_async_does_not_block_the_event_loop(backend: indexplug.Guard) -> None:
     slow = indexplug.Guard(_Slow(backend.backend, 0.5), plugin="sqlite-fts5")  # type: ignore[arg-type]
-    r = IndexplugRetriever(backend=slow, index="notes", k=2, deadline_s=30)
+    r = IndexplugRetriever(guard=slow, index="notes", k=2, deadline_s=30)
     docs, ticks = await _ticks_while(r.ainvoke("otters"))
     assert len(docs) == 2
     # a blocked loop would let the ticker run once at most during the half-second search
@@ -174,7 +174,7 @@ class _Down:
 
 
 def test_unavailable_raises_a_typed_error() -> None:
-    r = IndexplugRetriever(backend=indexplug.Guard(_Down()), index="notes")  # type: ignore[arg-type]
+    r = IndexplugRetriever(guard=indexplug.Guard(_Down()), index="notes")  # type: ignore[arg-type]
     with pytest.raises(indexplug.IndexUnavailableError, match="refused"):
         r.invoke("otters")
 
@@ -192,7 +192,7 @@ async def test_a_corrupted_index_raises_index_failed_sync_and_async(
 ) -> None:
     backend.close()
     _corrupt(_home, "notes")
-    r = IndexplugRetriever(backend=indexplug.open_backend("sqlite-fts5"), index="notes")
+    r = IndexplugRetriever(guard=indexplug.open_backend("sqlite-fts5"), index="notes")
     with pytest.raises(indexplug.IndexFailedError, match="not an SQLite index") as sync:
         r.invoke("otters")
     assert (
@@ -221,3 +221,20 @@ def test_from_config_opens_an_indexplug_toml_index(
     config.write_text('[indexes.notes]\nbackend = "sqlite-fts5"\n', "utf-8")
     r = IndexplugRetriever.from_config("notes", config, k=1)
     assert [d.id for d in r.invoke("lava")] == ["doc-3"]
+
+
+def test_guard_is_the_one_name_and_backend_still_works_deprecated() -> None:
+    """Every adapter calls the indexplug.Guard it wraps ``guard``; the retriever's older
+    ``backend=`` keyword and attribute keep working, with a DeprecationWarning."""
+    guard = indexplug.open_backend("sqlite-fts5")
+    guard.add("named", [indexplug.Passage.create("Otters hold hands.", "mem://o", key="o")])
+    r = IndexplugRetriever(guard=guard, index="named", k=1)
+    assert r.guard is guard and [d.id for d in r.invoke("otters")] == ["o"]
+    with pytest.warns(DeprecationWarning, match="guard="):
+        old = IndexplugRetriever(backend=guard, index="named", k=1)
+    assert old.guard is guard and [d.id for d in old.invoke("otters")] == ["o"]
+    with pytest.warns(DeprecationWarning, match="guard="):
+        assert old.backend is guard
+    with pytest.raises(ValueError, match=r"guard=\.\.\. only"):
+        IndexplugRetriever(guard=guard, backend=guard, index="named")
+    guard.close()

@@ -73,7 +73,7 @@ class _Retriever(RetrieversIntegrationTests):
 
     @property
     def retriever_constructor_params(self) -> dict[str, Any]:
-        return {"backend": self.guard, "index": "facts"}
+        return {"guard": self.guard, "index": "facts"}
 
     @property
     def retriever_query_example(self) -> str:

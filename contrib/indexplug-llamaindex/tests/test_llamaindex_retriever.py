@@ -166,3 +166,21 @@ def test_a_raising_backend_surfaces_as_index_failed() -> None:
     with pytest.raises(indexplug.IndexFailedError, match="socket closed") as info:
         r.retrieve("otters")
     assert info.value.outcome.code == "INDEX_FAILED"  # type: ignore[attr-defined]
+
+
+def test_guard_is_the_one_name_and_backend_still_works_deprecated(
+    backend: indexplug.Guard,
+) -> None:
+    """Every adapter calls the indexplug.Guard it wraps ``guard``; the retriever's older
+    ``backend=`` keyword and attribute keep working, with a DeprecationWarning."""
+    r = IndexplugRetriever(guard=backend, index="notes", similarity_top_k=1)
+    assert r.guard is backend and len(r.retrieve("otters")) == 1
+    with pytest.warns(DeprecationWarning, match="guard="):
+        old = IndexplugRetriever(backend=backend, index="notes", similarity_top_k=1)
+    assert old.guard is backend and len(old.retrieve("otters")) == 1
+    with pytest.warns(DeprecationWarning, match="guard="):
+        assert old.backend is backend
+    with pytest.raises(TypeError, match=r"guard=\.\.\. only"):
+        IndexplugRetriever(backend, "notes", backend=backend)
+    with pytest.raises(TypeError, match="guard="):
+        IndexplugRetriever(index="notes")

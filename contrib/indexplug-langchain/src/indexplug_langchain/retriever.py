@@ -12,6 +12,7 @@ are under the one key ``"indexplug"``.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,12 @@ def hit_to_document(hit: indexplug.Hit) -> Document:
     return hit_document(hit)
 
 
+DEPRECATED_BACKEND = (
+    "'backend' as the retriever's guard is deprecated: give guard=... (the name every indexplug "
+    "adapter uses for the indexplug.Guard it wraps)"
+)
+
+
 class IndexplugRetriever(BaseRetriever):
     """Retrieve from index ``index`` of a guarded backend (``indexplug.open_backend(...)``).
 
@@ -52,7 +59,7 @@ class IndexplugRetriever(BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    backend: Any = Field(
+    guard: Any = Field(
         description="An indexplug.Guard, e.g. indexplug.open_backend('sqlite-fts5')."
     )
     index: str
@@ -63,6 +70,25 @@ class IndexplugRetriever(BaseRetriever):
     """``True`` makes an index with nothing in it raise ``IndexEmptyError`` (for a deployment
     where a retriever over an index never filled is a mistake); by default it answers ``[]``,
     as LangChain's own stores do."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _backend(cls, data: Any) -> Any:
+        """``backend=`` is the deprecated name of ``guard=`` (in the vector store it names a
+        backend, so the retriever now uses the same word as every adapter: ``guard``)."""
+        if isinstance(data, dict) and "backend" in data:
+            if "guard" in data:
+                raise ValueError("give guard=... only ('backend' is its deprecated name)")
+            warnings.warn(DEPRECATED_BACKEND, DeprecationWarning, stacklevel=4)
+            data = {**data, "guard": data["backend"]}
+            del data["backend"]
+        return data
+
+    @property
+    def backend(self) -> Any:
+        """The older name of :attr:`guard` (deprecated)."""
+        warnings.warn(DEPRECATED_BACKEND, DeprecationWarning, stacklevel=2)
+        return self.guard
 
     @model_validator(mode="before")
     @classmethod
@@ -93,7 +119,7 @@ class IndexplugRetriever(BaseRetriever):
         LangChain model), a dense backend embeds queries (and documents) with it."""
         embedder = None if embedding is None else langchain_embedder(embedding)
         guard = indexplug.open_backend(backend_name, options, embedder=embedder)
-        return cls(backend=guard, index=index, **kw)
+        return cls(guard=guard, index=index, **kw)
 
     @classmethod
     def from_config(
@@ -109,7 +135,7 @@ class IndexplugRetriever(BaseRetriever):
         ``embedding``, as :meth:`from_backend`."""
         embedder = None if embedding is None else langchain_embedder(embedding)
         target = open_index(index, config_path, embedder=embedder)
-        return cls(backend=target.guard, index=target.index, **kw)
+        return cls(guard=target.guard, index=target.index, **kw)
 
     def _args(self, kwargs: dict[str, Any]) -> tuple[int, Any]:
         k = kwargs.pop("k", kwargs.pop("top_k", self.k))
@@ -132,7 +158,7 @@ class IndexplugRetriever(BaseRetriever):
         k, filters = self._args(kwargs)
         if nothing_to_find(query, k):
             return []
-        outcome = self.backend.search(
+        outcome = self.guard.search(
             self.index, query, top_k=k, deadline_s=self.deadline_s, filters=filters
         )
         return self._documents(outcome)
@@ -143,7 +169,7 @@ class IndexplugRetriever(BaseRetriever):
         k, filters = self._args(kwargs)
         if nothing_to_find(query, k):
             return []
-        outcome = await self.backend.asearch(
+        outcome = await self.guard.asearch(
             self.index, query, top_k=k, deadline_s=self.deadline_s, filters=filters
         )
         return self._documents(outcome)

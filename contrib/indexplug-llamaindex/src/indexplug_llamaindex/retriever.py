@@ -11,6 +11,7 @@ never blocks the event loop.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import indexplug
@@ -44,8 +45,27 @@ def nothing_to_find(query: Any, top_k: Any) -> bool:
     return isinstance(query, str) and not any(ch.isalnum() for ch in query)
 
 
+DEPRECATED_BACKEND = (
+    "'backend' as the retriever's guard is deprecated: give guard=... (the name every indexplug "
+    "adapter uses for the indexplug.Guard it wraps)"
+)
+
+
+def one_guard(guard: indexplug.Guard | None, backend: indexplug.Guard | None) -> indexplug.Guard:
+    """The guard a retriever wraps, given as ``guard`` or by its deprecated name ``backend``."""
+    if backend is not None:
+        if guard is not None:
+            raise TypeError("give guard=... only ('backend' is its deprecated name)")
+        warnings.warn(DEPRECATED_BACKEND, DeprecationWarning, stacklevel=3)
+        return backend
+    if guard is None:
+        raise TypeError("IndexplugRetriever needs the indexplug.Guard it searches: guard=...")
+    return guard
+
+
 class IndexplugRetriever(BaseRetriever):
-    """Retrieve from index ``index`` of a guarded backend (``indexplug.open_backend(...)``).
+    """Retrieve from index ``index`` of a guarded backend (``guard``, from
+    ``indexplug.open_backend(...)``; ``backend=`` is its deprecated name).
 
     ``similarity_top_k`` (``top_k`` is the older name of the same setting) bounds the hits;
     ``filters`` are LlamaIndex ``MetadataFilters`` or an indexplug filter
@@ -55,9 +75,10 @@ class IndexplugRetriever(BaseRetriever):
 
     def __init__(
         self,
-        backend: indexplug.Guard,
-        index: str,
+        guard: indexplug.Guard | None = None,
+        index: str | None = None,
         *,
+        backend: indexplug.Guard | None = None,
         similarity_top_k: int | None = None,
         top_k: int | None = None,
         filters: FilterInput = None,
@@ -65,6 +86,9 @@ class IndexplugRetriever(BaseRetriever):
         empty_is_error: bool = False,
         **kwargs: Any,
     ) -> None:
+        guard = one_guard(guard, backend)
+        if index is None:
+            raise TypeError("IndexplugRetriever needs the index's name: index=...")
         indexplug.validate_index_name(index)
         if similarity_top_k is not None and top_k is not None and similarity_top_k != top_k:
             raise indexplug.InvalidRequest(
@@ -73,7 +97,7 @@ class IndexplugRetriever(BaseRetriever):
                 field="similarity_top_k",
             )
         k = similarity_top_k if similarity_top_k is not None else top_k
-        self.backend = backend
+        self.guard = guard
         self.index = index
         self.similarity_top_k = DEFAULT_TOP_K if k is None else k
         self.filters = translate(filters)
@@ -82,13 +106,20 @@ class IndexplugRetriever(BaseRetriever):
         super().__init__(**kwargs)
 
     @property
+    def backend(self) -> indexplug.Guard:
+        """The older name of :attr:`guard` (deprecated: it meant a backend's name in another
+        adapter)."""
+        warnings.warn(DEPRECATED_BACKEND, DeprecationWarning, stacklevel=2)
+        return self.guard
+
+    @property
     def top_k(self) -> int:
         """The older name of :attr:`similarity_top_k`."""
         return self.similarity_top_k
 
     def search_outcome(self, query: str) -> indexplug.SearchOutcome:
         """The guard's outcome of the search :meth:`retrieve` makes."""
-        return self.backend.search(
+        return self.guard.search(
             self.index,
             query,
             top_k=self.similarity_top_k,
@@ -98,7 +129,7 @@ class IndexplugRetriever(BaseRetriever):
 
     async def asearch_outcome(self, query: str) -> indexplug.SearchOutcome:
         """:meth:`search_outcome` through the guard's ``asearch``."""
-        return await self.backend.asearch(
+        return await self.guard.asearch(
             self.index,
             query,
             top_k=self.similarity_top_k,
