@@ -7,7 +7,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-import indexplug.guard as guard_module
+import indexplug.guard.base as guard_base
+import indexplug.guard.checks as guard_checks
+import indexplug.guard.run as guard_run
 import pytest
 from indexplug import (
     Capabilities,
@@ -259,7 +261,7 @@ def test_a_late_answer_is_a_timeout_whatever_it_says(
     finally answers."""
     # the caller waits long enough to collect the late NO_MATCH (it always answers after
     # its deadline: it sleeps past it), so the guard, not the clock, must call it a timeout
-    monkeypatch.setattr(guard_module, "SETTLE_S", 60.0)
+    monkeypatch.setattr(guard_run, "SETTLE_S", 60.0)
     late = plugin(NoMatch(index="i", searched=1), sleep=0.1)
     out = Guard(late).search("i", "q", deadline_s=0.05)
     assert isinstance(out, IndexTimeout) and out.deadline_s == 0.05
@@ -290,7 +292,7 @@ def test_a_backend_that_never_answers_holds_up_no_other_backend(
 ) -> None:
     """Each backend has its own threads: one whose calls never return fills only its own, so
     another backend's caller gets its answer, not a timeout spent waiting for a thread."""
-    import indexplug.guard as guard_mod
+    import indexplug.guard.base as guard_mod
 
     monkeypatch.setattr(guard_mod, "POOL_WORKERS", 2)
     monkeypatch.setattr(guard_mod, "_POOLS", {})
@@ -318,7 +320,7 @@ def test_a_late_answer_finished_after_the_deadline_is_a_timeout_even_if_collecte
     # the caller waits past the deadline long enough to collect the answer, however loaded
     # the machine: the guard must judge it by when the plugin gave it (always after the
     # deadline: the plugin sleeps past it)
-    monkeypatch.setattr(guard_module, "SETTLE_S", 60.0)
+    monkeypatch.setattr(guard_run, "SETTLE_S", 60.0)
     late = Pooled(searched(hit(1, 2.0)), sleep=0.06)
     out = Guard(late).search("i", "q", deadline_s=0.05)
     assert isinstance(out, IndexTimeout)
@@ -332,13 +334,13 @@ def test_checked_passages_are_remembered_by_content_and_handed_out_as_the_guards
     hashed again, and comes back as the guard's own copy, never the plugin's object.  A
     passage differing in any field is hashed, and refused when altered."""
     hashed: list[str] = []
-    real = guard_module.passage_id
+    real = guard_checks.passage_id
 
     def counting(text: str, uri: str, start: int, end: int, key: str | None = None) -> str:
         hashed.append(text)
         return real(text, uri, start, end, key)
 
-    monkeypatch.setattr(guard_module, "passage_id", counting)
+    monkeypatch.setattr(guard_checks, "passage_id", counting)
     fake = Fake(searched(hit(1, 2.0)))
     guard = Guard(fake)
     first = guard.search("i", "q")
@@ -410,7 +412,7 @@ def test_a_remembered_passage_is_not_matched_by_values_of_a_subclass() -> None:
 
 
 def test_the_guards_memory_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(guard_module, "CHECKED_PASSAGES", 8)
+    monkeypatch.setattr(guard_checks, "CHECKED_PASSAGES", 8)
     many = [Passage.create(f"text {n}", "file:///many.txt") for n in range(20)]
     fake = Fake()
     guard = Guard(fake)
@@ -491,7 +493,7 @@ def test_a_failing_prepare_leaves_the_op_to_answer() -> None:
 
 
 def test_a_prepare_that_does_not_finish_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(guard_module, "PREPARE_S", 0.05)
+    monkeypatch.setattr(guard_base, "PREPARE_S", 0.05)
     hold = threading.Event()
     fake = Preparing(searched(hit(1, 1.0)), hold=hold)
     g = Guard(fake)

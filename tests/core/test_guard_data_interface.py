@@ -9,6 +9,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import indexplug.guard as guard_module
+import indexplug.guard.base as guard_base
+import indexplug.guard.reads as guard_reads
+import indexplug.guard.writes as guard_writes
 import pytest
 from indexplug.construct import construct
 from indexplug.deadlines import DEFAULT_DEADLINE_S, Deadline
@@ -592,7 +595,8 @@ def test_remove_by_filter_removes_what_passes_it() -> None:
 
 
 def test_remove_by_filter_reads_every_page(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(guard_module, "MAX_SCAN", 2)
+    for module in (guard_reads, guard_writes):  # each binds the limit it checks
+        monkeypatch.setattr(module, "MAX_SCAN", 2)
     g, mem, ps = filled(n=7)
     out = g.remove("docs", filters={"n": {"$gte": 1}})
     assert type(out) is Removed and out.removed == 6
@@ -864,7 +868,8 @@ def test_ids_keys_and_cursors_that_are_not_unicode_are_refused(call: Any) -> Non
 
 
 def test_remove_by_key_is_held_to_the_remove_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(guard_module, "MAX_REMOVE_IDS", 3)
+    for module in (guard_base, guard_reads, guard_writes):  # each binds the limit it checks
+        monkeypatch.setattr(module, "MAX_REMOVE_IDS", 3)
     g, mem, _ = filled()
     assert isinstance(g.add("docs", [passage(10 + i, key="big") for i in range(4)]), Indexed)
     with pytest.raises(InvalidRequest, match="more than 3"):

@@ -187,7 +187,7 @@ def test_altered_passages_are_integrity_failures(change: dict[str, Any]) -> None
 def test_a_late_answer_is_a_timeout_even_when_collected(monkeypatch: pytest.MonkeyPatch) -> None:
     """The caller waits long enough to collect an answer given after the deadline (the plugin
     sleeps past it), so the guard, not the clock, must call it a timeout."""
-    import indexplug.guard as guard_module
+    import indexplug.guard.run as guard_module
 
     monkeypatch.setattr(guard_module, "SETTLE_S", 60.0)
     answered: list[bool] = []
