@@ -20,7 +20,13 @@ from indexplug.errors import NotSupported
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from indexplug_langchain._convert import nothing_to_find, passage_document, raise_outcome
+from indexplug_langchain._convert import (
+    filter_argument,
+    nothing_to_find,
+    passage_document,
+    raise_outcome,
+    refuse_kwargs,
+)
 from indexplug_langchain.embedder import embedder_name
 
 if TYPE_CHECKING:
@@ -54,7 +60,11 @@ class VectorSearches:
     _embedding: Embeddings | None
 
     def _search_args(self, k: int, kwargs: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError  # the store's
+        """The guard's search arguments for ``k`` and LangChain's keywords (``filter=``; any
+        other keyword is refused): shared by the text and the vector searches."""
+        filters = filter_argument(kwargs, None)
+        refuse_kwargs(kwargs, "similarity_search")
+        return {"top_k": k, "filters": filters, "deadline_s": self.deadline_s}
 
     # -- plumbing --------------------------------------------------------------------------
     def _needs_vectors(self, operation: str) -> None:

@@ -330,11 +330,6 @@ class IndexplugVectorStore(VectorSearches, VectorStore):
         out = await self.guard.aget(self.index, pids, keys=keys, deadline_s=self.deadline_s)
         return self._got(out)
 
-    def _search_args(self, k: int, kwargs: dict[str, Any]) -> dict[str, Any]:
-        filters = filter_argument(kwargs, None)
-        refuse_kwargs(kwargs, "similarity_search")
-        return {"top_k": k, "filters": filters, "deadline_s": self.deadline_s}
-
     def search_outcome(self, query: str, k: int = 4, **kwargs: Any) -> indexplug.SearchOutcome:
         """The guard's typed outcome of the search (``SEARCHED``, ``NO_MATCH``,
         ``INDEX_EMPTY``, or the failure) with every hit's rank, score, scale and provenance;
