@@ -16,20 +16,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from haystack import component, default_from_dict, default_to_dict
+from haystack import component, default_from_dict
 from haystack.dataclasses import Document
 from haystack.document_stores.types import FilterPolicy
-from haystack.document_stores.types.filter_policy import apply_filter_policy
 from indexplug.guard import MAX_TOP_K
 
 from indexplug_haystack.document_store import IndexplugDocumentStore
 from indexplug_haystack.filters import Plan
-from indexplug_haystack.retriever import _WIDEN, RETRIEVER_MODULE, _answer, _check_top_k
+from indexplug_haystack.retriever import _WIDEN, RETRIEVER_MODULE, RetrieverSettings, _answer
 from indexplug_haystack.vectors import NoVectors, stated_embedder
 
 
 @component
-class IndexplugEmbeddingRetriever:
+class IndexplugEmbeddingRetriever(RetrieverSettings):
     """Retrieves documents from an :class:`IndexplugDocumentStore` by a query embedding.
 
     ``filters`` and ``filter_policy`` as for
@@ -52,44 +51,11 @@ class IndexplugEmbeddingRetriever:
             raise ValueError("document_store must be an IndexplugDocumentStore")
         if not getattr(document_store.guard.capabilities, "vectors", False):
             raise NoVectors(document_store.guard.name, "retrieve by a query embedding")
-        _check_top_k(top_k)
-        self.document_store = document_store
-        self.top_k = top_k
-        self.filters = filters
-        self.filter_policy = (
-            filter_policy
-            if isinstance(filter_policy, FilterPolicy)
-            else FilterPolicy.from_str(filter_policy)
-        )
-        self.deadline_s = deadline_s
-
-    def to_dict(self) -> dict[str, Any]:
-        return default_to_dict(
-            self,
-            document_store=self.document_store.to_dict(),
-            top_k=self.top_k,
-            filters=self.filters,
-            filter_policy=self.filter_policy.value,
-            deadline_s=self.deadline_s,
-        )
+        self._configure(document_store, top_k, filters, filter_policy, deadline_s)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> IndexplugEmbeddingRetriever:
-        params = data.get("init_parameters", {})
-        if "document_store" in params:
-            params["document_store"] = IndexplugDocumentStore.from_dict(params["document_store"])
-        if "filter_policy" in params:
-            params["filter_policy"] = FilterPolicy.from_str(params["filter_policy"])
-        return default_from_dict(cls, data)
-
-    def _request(
-        self, top_k: int | None, filters: dict[str, Any] | None
-    ) -> tuple[int, dict[str, Any] | None, Plan]:
-        k = self.top_k if top_k is None else top_k
-        if k != 0 or type(k) is not int:
-            _check_top_k(k)
-        merged = apply_filter_policy(self.filter_policy, self.filters, filters)
-        return k, merged, self.document_store._plan(merged)
+        return default_from_dict(cls, cls._revive(data))
 
     def _args(self, ask: int, plan: Plan) -> dict[str, Any]:
         store = self.document_store

@@ -54,8 +54,68 @@ def _with_fields(doc: Document, hit: Hit) -> Document:
     return doc
 
 
+class RetrieverSettings:
+    """What both retrievers hold and how they read it: the store, ``top_k``, ``filters`` with
+    their ``filter_policy`` and ``deadline_s``; their (de)serialisation and the per-call
+    request (the ``top_k`` and the merged filters a run asks with)."""
+
+    document_store: IndexplugDocumentStore
+    top_k: int
+    filters: dict[str, Any] | None
+    filter_policy: FilterPolicy
+    deadline_s: float | None
+
+    def _configure(
+        self,
+        document_store: IndexplugDocumentStore,
+        top_k: int,
+        filters: dict[str, Any] | None,
+        filter_policy: FilterPolicy | str,
+        deadline_s: float | None,
+    ) -> None:
+        _check_top_k(top_k)
+        self.document_store = document_store
+        self.top_k = top_k
+        self.filters = filters
+        self.filter_policy = (
+            filter_policy
+            if isinstance(filter_policy, FilterPolicy)
+            else FilterPolicy.from_str(filter_policy)
+        )
+        self.deadline_s = deadline_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return default_to_dict(
+            self,
+            document_store=self.document_store.to_dict(),
+            top_k=self.top_k,
+            filters=self.filters,
+            filter_policy=self.filter_policy.value,
+            deadline_s=self.deadline_s,
+        )
+
+    @staticmethod
+    def _revive(data: dict[str, Any]) -> dict[str, Any]:
+        """``data`` with its store and filter policy made objects again (for ``from_dict``)."""
+        params = data.get("init_parameters", {})
+        if "document_store" in params:
+            params["document_store"] = IndexplugDocumentStore.from_dict(params["document_store"])
+        if "filter_policy" in params:
+            params["filter_policy"] = FilterPolicy.from_str(params["filter_policy"])
+        return data
+
+    def _request(
+        self, top_k: int | None, filters: dict[str, Any] | None
+    ) -> tuple[int, dict[str, Any] | None, Plan]:
+        k = self.top_k if top_k is None else top_k
+        if k != 0 or type(k) is not int:
+            _check_top_k(k)
+        merged = apply_filter_policy(self.filter_policy, self.filters, filters)
+        return k, merged, self.document_store._plan(merged)
+
+
 @component
-class IndexplugRetriever:
+class IndexplugRetriever(RetrieverSettings):
     """Retrieves documents from an :class:`IndexplugDocumentStore` by the index's ranking.
 
     ``filters`` (Haystack's syntax) narrow every search; ``filter_policy`` says whether the
@@ -78,45 +138,13 @@ class IndexplugRetriever:
     ) -> None:
         if not isinstance(document_store, IndexplugDocumentStore):
             raise ValueError("document_store must be an IndexplugDocumentStore")
-        _check_top_k(top_k)
-        self.document_store = document_store
-        self.top_k = top_k
-        self.filters = filters
-        self.filter_policy = (
-            filter_policy
-            if isinstance(filter_policy, FilterPolicy)
-            else FilterPolicy.from_str(filter_policy)
-        )
-        self.deadline_s = deadline_s
-
-    def to_dict(self) -> dict[str, Any]:
-        return default_to_dict(
-            self,
-            document_store=self.document_store.to_dict(),
-            top_k=self.top_k,
-            filters=self.filters,
-            filter_policy=self.filter_policy.value,
-            deadline_s=self.deadline_s,
-        )
+        self._configure(document_store, top_k, filters, filter_policy, deadline_s)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> IndexplugRetriever:
-        data = renamed(data, "indexplug_haystack.retriever", cls)
-        params = data.get("init_parameters", {})
-        if "document_store" in params:
-            params["document_store"] = IndexplugDocumentStore.from_dict(params["document_store"])
-        if "filter_policy" in params:
-            params["filter_policy"] = FilterPolicy.from_str(params["filter_policy"])
-        return default_from_dict(cls, data)
-
-    def _request(
-        self, top_k: int | None, filters: dict[str, Any] | None
-    ) -> tuple[int, dict[str, Any] | None, Plan]:
-        k = self.top_k if top_k is None else top_k
-        if k != 0 or type(k) is not int:
-            _check_top_k(k)
-        merged = apply_filter_policy(self.filter_policy, self.filters, filters)
-        return k, merged, self.document_store._plan(merged)
+        return default_from_dict(
+            cls, cls._revive(renamed(data, "indexplug_haystack.retriever", cls))
+        )
 
     def _deadline(self) -> float | None:
         return self.deadline_s if self.deadline_s is not None else self.document_store.deadline_s
