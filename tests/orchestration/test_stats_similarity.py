@@ -255,3 +255,49 @@ def test_similarity_with_token_vectors_is_maxsim() -> None:
         assert s.score == pytest.approx(float(np.max(q @ d.T, axis=1).sum()), abs=1e-4)
     assert got.scores[0].score == pytest.approx(3.0, abs=1e-4)  # each query token found
     assert got.scores[1].score < got.scores[0].score
+
+
+class _Stuck:
+    """A text embedder that raises, or blocks until released: faults a real model can have
+    (a missing file, a hung accelerator) and a test cannot make it have on demand."""
+
+    name, dim, granularities = "stuck", 64, frozenset({Granularity.TEXT})
+
+    def __init__(self, *, raises: bool) -> None:
+        import threading
+
+        self.raises = raises
+        self.release = threading.Event()
+
+    def readiness(self) -> Any:
+        from indexplug.protocols import Readiness
+
+        return Readiness.yes()
+
+    def embed_documents(self, texts: Any, granularity: Granularity) -> Any:
+        if self.raises:
+            raise OSError("model file missing")
+        self.release.wait(30)
+        return HashingEmbedder(64).embed_documents(texts, granularity)
+
+    def embed_query(self, text: str, granularity: Granularity) -> Any:
+        return HashingEmbedder(64).embed_query(text, granularity)
+
+
+@pytest.mark.parametrize("raises", [True, False])
+def test_similarity_embedding_keeps_the_deadline_and_never_raises(
+    inv: Invoker, raises: bool
+) -> None:
+    t = inv.target("dense")
+    stuck = _Stuck(raises=raises)
+    t.guard.backend.embedder = stuck  # type: ignore[attr-defined]
+    try:
+        args = {"index": "dense", "query": "otters", "texts": ["Otters."], "deadline_s": 0.5}
+        a = check_schema(inv.invoke("similarity", args))
+    finally:
+        stuck.release.set()
+    if raises:
+        assert a["code"] == "INDEX_FAILED" and "model file missing" in a["message"], a
+    else:
+        assert a["code"] == "INDEX_TIMEOUT" and a["ok"] is False, a
+    assert exit_code(a) != 0

@@ -10,18 +10,29 @@ index's own scorer, never a number the index would not give.
   the same embedder.
 * A lexical backend (BM25 and its kin score a query against an index's term statistics, not one
   text against another) answers :class:`NotSupported`.
+
+The whole op keeps one deadline: the ``get`` and the rerank run under the guard, and embedding
+runs on a worker thread the caller stops waiting for at the deadline (``IndexTimeout``); an
+embedder that raises is ``IndexFailed``, never an exception out of the op.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
+from indexplug.deadlines import Deadline
 from indexplug.guard import Guard
 from indexplug.ops import SimilarityData, SimilarityScore
-from indexplug.outcomes import Got, NoMatch, ScoreScale, Searched
+from indexplug.outcomes import Got, IndexFailed, IndexTimeout, NoMatch, ScoreScale, Searched
 from indexplug.passages import Passage
+from indexplug.pools import LazyPool, discard
 from indexplug.protocols import Embedder, Granularity
+
+_EMBEDDING = LazyPool(2, "indexplug-similarity")
+"""Where embedding runs, so that a caller can stop waiting for it at the deadline."""
 
 COSINE = ScoreScale(
     name="cosine",
@@ -75,6 +86,7 @@ def score(
 ) -> SimilarityData | NotSupported | Any:
     """Scores of ``query`` against each of ``texts`` or of the passages ``ids`` (in the order
     given), :class:`NotSupported` for a lexical index, or the outcome of a read that failed."""
+    deadline = Deadline.after(deadline_s)
     backend = guard.backend
     embedder = getattr(backend, "embedder", None)
     dense = bool(getattr(backend.capabilities, "dense", False))
@@ -87,14 +99,14 @@ def score(
             "words against the whole index, not one text against another: it has no similarity "
             "to answer (use a dense index)"
         )
-    got = _passages(guard, index, texts, ids, deadline_s)
+    got = _passages(guard, index, texts, ids, _left(deadline))
     if not isinstance(got, tuple):
         return got
     passages, shown, missing = got
     if not passages:
         return SimilarityData(scores=[], scale=None, scorer="none", missing_ids=missing)
     if rerank:
-        out = guard.call_extra("rerank", index, deadline_s, query=query, passages=passages)
+        out = guard.call_extra("rerank", index, _left(deadline), query=query, passages=passages)
         if isinstance(out, NoMatch):
             return SimilarityData(scores=[], scorer="rerank", missing_ids=missing)
         if not isinstance(out, Searched):
@@ -108,7 +120,41 @@ def score(
         ]
         return SimilarityData(scores=scores, scale=scale, scorer="rerank", missing_ids=missing)
     assert isinstance(embedder, Embedder)
-    return _embedded(embedder, query, passages, shown, missing)
+    model = embedder
+    return _within(
+        guard, index, deadline, lambda: _embedded(model, query, passages, shown, missing)
+    )
+
+
+def _left(deadline: Deadline) -> float:
+    """What is left of ``deadline`` for a guarded read (a guard takes no zero deadline: at
+    the end it answers ``IndexTimeout`` at once)."""
+    return max(deadline.remaining(), 1e-3)
+
+
+def _within(
+    guard: Guard, index: str, deadline: Deadline, fn: Callable[[], SimilarityData]
+) -> SimilarityData | IndexTimeout | IndexFailed:
+    """``fn()`` on a worker, answered by ``deadline``: its data, ``IndexTimeout`` when it is
+    not done in time (the worker is left to finish), ``IndexFailed`` when it raises."""
+    future = _EMBEDDING.get().submit(fn)
+    try:
+        return future.result(timeout=deadline.remaining())
+    except FutureTimeout:
+        future.add_done_callback(discard)
+        return IndexTimeout(
+            index=index,
+            backend=guard.name,
+            deadline_s=deadline.seconds,
+            reason=f"backend '{guard.name}': embedding for similarity did not finish in time",
+        )
+    except Exception as exc:
+        return IndexFailed(
+            index=index,
+            backend=guard.name,
+            reason=f"backend '{guard.name}': its embedder raised during similarity: {exc}",
+            error_type=type(exc).__name__,
+        )
 
 
 def _embedded(
