@@ -11,7 +11,10 @@ never embeds queries for it), and :meth:`IndexplugVectorStore.as_index` gives th
 ``VectorStoreIndex`` a one-dimension ``MockEmbedding`` rather than letting LlamaIndex look for
 its default model (OpenAI's package).  On a backend that claims indexplug's ``vectors``
 capability (chroma, usearch), a query by ``query_embedding`` and ``VectorStoreQueryMode.MMR``
-are answered by vector (:mod:`indexplug_llamaindex.vectors`).
+are answered by vector (:mod:`indexplug_llamaindex.vectors`).  ``VectorStoreQueryMode.HYBRID``
+is answered by a backend whose own search fuses a text and a vector ranking (a fusion index,
+:meth:`IndexplugVectorStore.fused`; elastic's hybrid mode) and refused by any other
+(:mod:`indexplug_llamaindex.hybrid`).
 
 Every outcome that is not an answer raises the typed :class:`indexplug.OutcomeError` subclass
 (``IndexFailedError``, ``IndexTimeoutError`` ...), which carries the outcome; an empty store and
@@ -42,6 +45,7 @@ from pydantic import PrivateAttr
 
 from indexplug_llamaindex.embedder import embedder_name, is_wrapped, llamaindex_embedder
 from indexplug_llamaindex.filters import FilterInput, all_of, one_of, translate
+from indexplug_llamaindex.hybrid import hybrid_args, wants_hybrid
 from indexplug_llamaindex.nodes import (
     NODE_ID,
     REF_DOC_ID,
@@ -160,6 +164,33 @@ class IndexplugVectorStore(BasePydanticVectorStore):
         embedder = None if embed_model is None else llamaindex_embedder(embed_model)
         target = open_index(name, config, embedder=embedder)
         return cls(target.guard, target.index, embed_model=embed_model, deadline_s=deadline_s)
+
+    @classmethod
+    def fused(
+        cls,
+        *stores: IndexplugVectorStore,
+        name: str | None = None,
+        rrf_k: int = 60,
+        deadline_s: float | None = None,
+    ) -> IndexplugVectorStore:
+        """A store whose search fuses the searches of ``stores`` by reciprocal rank fusion
+        (an indexplug fusion index, as ``kind = "fusion"`` in ``indexplug.toml``): over a
+        lexical store and a vector one, a store that answers ``VectorStoreQueryMode.HYBRID``.
+        It only searches: add nodes through the member stores (closing it leaves them open).
+        ``name`` defaults to ``fused-<member>-<member>``."""
+        from indexplug.fusion import fuse_targets
+        from indexplug.targets import Target
+
+        if len(stores) < 2 or not all(isinstance(s, IndexplugVectorStore) for s in stores):
+            raise indexplug.InvalidRequest(
+                "fused() takes two or more IndexplugVectorStore", field="stores"
+            )
+        target = fuse_targets(
+            [Target(index=s.index, backend_name=s.guard.name, guard=s.guard) for s in stores],
+            name=name,
+            rrf_k=rrf_k,
+        )
+        return cls(target.guard, target.index, deadline_s=deadline_s)
 
     @property
     def embed_model(self) -> BaseEmbedding | None:
@@ -339,10 +370,13 @@ class IndexplugVectorStore(BasePydanticVectorStore):
 
     # -- querying ------------------------------------------------------------------------
     def _search_args(self, query: VectorStoreQuery) -> tuple[str, dict[str, Any]]:
-        if query.mode not in _MODES:
+        top_k = query.similarity_top_k
+        if wants_hybrid(query):
+            top_k = hybrid_args(self, query)
+        elif query.mode not in _MODES:
             raise UnsupportedQuery(
-                f"query mode {query.mode.value!r}: the backend's own search is the only mode "
-                "(default or text_search)"
+                f"query mode {query.mode.value!r}: the store answers default, text_search, "
+                "mmr and hybrid"
             )
         text = query.query_str
         if text is None:
@@ -350,7 +384,7 @@ class IndexplugVectorStore(BasePydanticVectorStore):
                 "the query has neither text (query_str) nor an embedding (query_embedding)"
             )
         return text, {
-            "top_k": query.similarity_top_k,
+            "top_k": top_k,
             "filters": _filters(query),
             "deadline_s": self.deadline_s,
         }
@@ -373,7 +407,9 @@ class IndexplugVectorStore(BasePydanticVectorStore):
         ``indexplug`` metadata).  An empty store, ``similarity_top_k=0`` and a query with no
         word in it are an empty result.  A query with a ``query_embedding`` and no text, or in
         ``VectorStoreQueryMode.MMR``, is answered by vector (:mod:`indexplug_llamaindex.vectors`;
-        ``mmr_prefetch_factor=`` among ``kwargs``)."""
+        ``mmr_prefetch_factor=`` among ``kwargs``); one in ``VectorStoreQueryMode.HYBRID`` by
+        the backend's own hybrid search, ``hybrid_top_k`` nodes
+        (:mod:`indexplug_llamaindex.hybrid`)."""
         if wants_vectors(query):
             if nothing_to_find(query.query_str, query.similarity_top_k):
                 return _empty_result()

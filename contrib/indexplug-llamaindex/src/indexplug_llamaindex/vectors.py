@@ -41,6 +41,8 @@ def wants_vectors(query: VectorStoreQuery) -> bool:
     """Whether ``query`` is answered by vector: MMR mode, or an embedding and no text."""
     if query.mode == VectorStoreQueryMode.MMR:
         return True
+    if query.mode == VectorStoreQueryMode.HYBRID:  # the backend's own hybrid search
+        return False
     return query.query_embedding is not None and query.query_str is None
 
 
