@@ -5,16 +5,19 @@ removes every node of that document; queries are the backend's own search of
 ``query.query_str`` with ``similarity_top_k``, ``filters``, ``node_ids`` and ``doc_ids``.
 indexplug backends embed (or index) the text themselves: a dense backend (chroma) with the
 ``embed_model`` given to the store (:mod:`indexplug_llamaindex.embedder`), recorded with the
-index, else with its configured embedder; a lexical one (sqlite-fts5) embeds nothing.  So the
-store ignores the embeddings LlamaIndex computes (``is_embedding_query`` is ``False``: LlamaIndex
-never embeds queries for it), and :meth:`IndexplugVectorStore.as_index` gives the
-``VectorStoreIndex`` a one-dimension ``MockEmbedding`` rather than letting LlamaIndex look for
-its default model (OpenAI's package).  On a backend that claims indexplug's ``vectors``
-capability (chroma, usearch), a query by ``query_embedding`` and ``VectorStoreQueryMode.MMR``
-are answered by vector (:mod:`indexplug_llamaindex.vectors`).  ``VectorStoreQueryMode.HYBRID``
-is answered by a backend whose own search fuses a text and a vector ranking (a fusion index,
-:meth:`IndexplugVectorStore.fused`; elastic's hybrid mode) and refused by any other
-(:mod:`indexplug_llamaindex.hybrid`).
+index, else with its configured embedder; a lexical one (sqlite-fts5) embeds nothing.  The
+embeddings nodes arrive with (from an ``IngestionPipeline`` or a ``VectorStoreIndex``) are
+stored as they are where the backend claims ``vectors`` and embeds with the store's
+``embed_model``, and ignored elsewhere (nothing says which model made them); queries are
+embedded by the backend (``is_embedding_query`` is ``False``).
+:meth:`IndexplugVectorStore.as_index` gives the ``VectorStoreIndex`` the store's
+``embed_model`` where its vectors are kept, else a one-dimension ``MockEmbedding``, rather than
+letting LlamaIndex look for its default model (OpenAI's package).  On a backend that claims
+indexplug's ``vectors`` capability (chroma, usearch), a query by ``query_embedding`` and
+``VectorStoreQueryMode.MMR`` are answered by vector (:mod:`indexplug_llamaindex.vectors`).
+``VectorStoreQueryMode.HYBRID`` is answered by a backend whose own search fuses a text and a
+vector ranking (a fusion index, :meth:`IndexplugVectorStore.fused`; elastic's hybrid mode)
+and refused by any other (:mod:`indexplug_llamaindex.hybrid`).
 
 Every outcome that is not an answer raises the typed :class:`indexplug.OutcomeError` subclass
 (``IndexFailedError``, ``IndexTimeoutError`` ...), which carries the outcome; an empty store and
@@ -55,7 +58,14 @@ from indexplug_llamaindex.nodes import (
     passage_to_node,
 )
 from indexplug_llamaindex.retriever import nothing_to_find
-from indexplug_llamaindex.vectors import avector_query, vector_query, wants_vectors
+from indexplug_llamaindex.vectors import (
+    avector_query,
+    awrite,
+    takes_embeddings,
+    vector_query,
+    wants_vectors,
+    write,
+)
 
 _MODES = (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.TEXT_SEARCH)
 SCAN_PAGE = 500
@@ -199,10 +209,14 @@ class IndexplugVectorStore(BasePydanticVectorStore):
 
     def as_index(self, **kwargs: Any) -> VectorStoreIndex:
         """A ``VectorStoreIndex`` over this store, with ``kwargs`` passed on.  Its
-        ``embed_model`` is a one-dimension ``MockEmbedding`` unless given: the backend embeds
-        (with :attr:`embed_model`), so the vectors LlamaIndex computes on insert are never
-        used, and no default model (OpenAI's) is looked for."""
-        kwargs.setdefault("embed_model", MockEmbedding(embed_dim=1))
+        ``embed_model``, unless given, is the store's :attr:`embed_model` where the store
+        keeps the vectors LlamaIndex computes on insert (a backend that claims ``vectors``
+        and embeds with that model: each node is embedded once, by LlamaIndex), else a
+        one-dimension ``MockEmbedding`` (the backend embeds or indexes the text itself, so
+        the vectors LlamaIndex computes would not be used); no default model (OpenAI's) is
+        looked for."""
+        model = self._embed_model if takes_embeddings(self) else None
+        kwargs.setdefault("embed_model", model or MockEmbedding(embed_dim=1))
         return VectorStoreIndex.from_vector_store(self, **kwargs)
 
     @classmethod
@@ -232,22 +246,25 @@ class IndexplugVectorStore(BasePydanticVectorStore):
         return last_per_key([node_to_passage(n) for n in nodes])
 
     def add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
-        """Store ``nodes`` (each replacing the node of the same id); their ids, in order."""
+        """Store ``nodes`` (each replacing the node of the same id); their ids, in order.
+        A node's ``embedding`` is stored as its vector, not computed again, when the backend
+        claims ``vectors`` and embeds with the store's ``embed_model``
+        (:func:`~indexplug_llamaindex.vectors.takes_embeddings`); otherwise the backend
+        embeds (or indexes) the text itself."""
         if not nodes:
             return []
-        out = self._guard.add(self.index, self._passages(nodes), deadline_s=self.deadline_s)
-        if not isinstance(out, Indexed):
-            _fail(out)
+        for out in write(self, nodes, self._passages(nodes)):
+            if not isinstance(out, Indexed):
+                _fail(out)
         return [n.node_id for n in nodes]
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
         """:meth:`add` through the guard's ``aadd``."""
         if not nodes:
             return []
-        passages = self._passages(nodes)
-        out = await self._guard.aadd(self.index, passages, deadline_s=self.deadline_s)
-        if not isinstance(out, Indexed):
-            _fail(out)
+        for out in await awrite(self, nodes, self._passages(nodes)):
+            if not isinstance(out, Indexed):
+                _fail(out)
         return [n.node_id for n in nodes]
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
