@@ -188,7 +188,9 @@ def split_by_embedding(
     nodes' embeddings (with those embeddings), when the store :func:`takes_embeddings`."""
     if not takes_embeddings(store):
         return passages, [], []
-    embedding = {n.node_id: n.embedding for n in nodes if n.embedding is not None}
+    embedding: dict[str | None, Any] = {
+        n.node_id: n.embedding for n in nodes if n.embedding is not None
+    }
     plain = [p for p in passages if p.key not in embedding]
     embedded = [p for p in passages if p.key in embedding]
     return plain, embedded, [embedding[p.key] for p in embedded]
