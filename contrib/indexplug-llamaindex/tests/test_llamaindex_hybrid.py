@@ -13,6 +13,7 @@ import indexplug
 import pytest
 from indexplug_llamaindex import IndexplugVectorStore, NoHybrid, UnsupportedQuery
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode
 
 VECTORS = {
@@ -120,3 +121,28 @@ def test_a_fusion_of_two_lexical_indexes_is_not_hybrid() -> None:
         fused.query(VectorStoreQuery(query_str="coffee", mode=HYBRID))
     a.client.close()
     b.client.close()
+
+
+def test_a_fusion_index_of_indexplug_toml_answers_hybrid_mode(tmp_path: Path) -> None:
+    config = tmp_path / "indexplug.toml"
+    config.write_text(
+        '[indexes.words]\nbackend = "sqlite-fts5"\n'
+        '[indexes.vectors]\nbackend = "chroma"\nembedder = "hashing:default"\n'
+        '[indexes.both]\nkind = "fusion"\nmembers = ["words", "vectors"]\n',
+        encoding="utf-8",
+    )
+    nodes = [TextNode(id_=f"n{i}", text=t) for i, t in enumerate(DOCS)]
+    for member in ("words", "vectors"):
+        s = IndexplugVectorStore.from_config(member, config)
+        s.add(nodes)
+        s.client.close()
+    both = IndexplugVectorStore.from_config("both", config)
+    query = VectorStoreQuery(query_str="filter coffee", similarity_top_k=3, mode=HYBRID)
+    out = both.query(query)
+    # BM25 alone finds one node; fused with the vector ranking, three, the one both found first
+    assert out.ids is not None and len(out.ids) == 3 and out.ids[0] == "n2"
+    assert out.similarities is not None and out.similarities[0] == pytest.approx(2 / 61)
+    assert (
+        both.query(VectorStoreQuery(query_str="filter coffee", similarity_top_k=3)).ids == out.ids
+    )
+    both.client.close()
