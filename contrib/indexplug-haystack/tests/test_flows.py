@@ -7,7 +7,10 @@ deterministic embedding model written here (a text and a document embedder compo
   pair ranks), then a ``PromptBuilder``;
 * both pipelines saved (``dumps``) and loaded (``loads``): the adapter's classes need no
   ``allowed_modules`` (only this test module's own embedders do), and the loaded pipelines
-  write and answer as the originals did.
+  write and answer as the originals did;
+* a hybrid pipeline: the split, embedded chunks written to sqlite-fts5 and to chroma, then
+  ``IndexplugRetriever`` (BM25) and ``IndexplugEmbeddingRetriever`` joined by
+  ``DocumentJoiner(join_mode="reciprocal_rank_fusion")``, saved and loaded.
 """
 
 from __future__ import annotations
@@ -20,11 +23,15 @@ from typing import Any
 import pytest
 from haystack import Document, Pipeline, component
 from haystack.components.builders import PromptBuilder
+from haystack.components.joiners import DocumentJoiner
 from haystack.components.preprocessors import DocumentSplitter
 from haystack.components.writers import DocumentWriter
 from haystack.core.errors import DeserializationError
 from haystack.document_stores.types import DuplicatePolicy
-from haystack_integrations.components.retrievers.indexplug import IndexplugRetriever
+from haystack_integrations.components.retrievers.indexplug import (
+    IndexplugEmbeddingRetriever,
+    IndexplugRetriever,
+)
 from haystack_integrations.document_stores.indexplug import IndexplugDocumentStore
 
 DIM = 64
@@ -136,3 +143,103 @@ def test_only_the_users_own_components_need_allowed_modules() -> None:
     text = _query(_store("chroma")).dumps()
     with pytest.raises(DeserializationError, match=__name__):
         Pipeline.loads(text)
+
+
+TOPICS = (
+    {"espresso", "crema", "coffee", "roast", "brew"},
+    {"otters", "shellfish", "stones"},
+    {"lava", "ash"},
+)
+"""A second deterministic model, by topic: a chunk about coffee is near a query about coffee
+whether or not they share a word, so its ranking is not BM25's."""
+
+
+def _topic(text: str) -> list[float]:
+    words = [w.strip(".,?!;").lower() for w in text.split()]
+    return [sum(w in topic for w in words) + 0.1 for topic in TOPICS]
+
+
+@component
+class TopicTextEmbedder:
+    @component.output_types(embedding=list[float])
+    def run(self, text: str) -> dict[str, Any]:
+        return {"embedding": _topic(text)}
+
+
+@component
+class TopicDocumentEmbedder:
+    @component.output_types(documents=list[Document])
+    def run(self, documents: list[Document]) -> dict[str, Any]:
+        return {
+            "documents": [
+                dataclasses.replace(d, embedding=_topic(d.content or "")) for d in documents
+            ]
+        }
+
+
+HYBRID_TEXT = (
+    "Espresso crema tops each cup otters crack shellfish with stones near the coffee roast "
+    "brew lava ash"
+)
+"""Split by 5 words with 1 of overlap: "Espresso crema tops each cup" (coffee, no word of the
+query), "cup otters crack shellfish with", "with stones near the coffee" (one query word,
+half coffee), "coffee roast brew lava ash" (both query words, mostly coffee)."""
+
+
+def _hybrid_query(lexical: IndexplugDocumentStore, vector: IndexplugDocumentStore) -> Pipeline:
+    pipe = Pipeline()
+    pipe.add_component("embed", TopicTextEmbedder())
+    pipe.add_component("words", IndexplugRetriever(lexical, top_k=4))
+    pipe.add_component("vectors", IndexplugEmbeddingRetriever(vector, top_k=4))
+    pipe.add_component("join", DocumentJoiner(join_mode="reciprocal_rank_fusion", top_k=3))
+    pipe.connect("embed.embedding", "vectors.query_embedding")
+    pipe.connect("words.documents", "join.documents")
+    pipe.connect("vectors.documents", "join.documents")
+    return pipe
+
+
+def _ranked(pipe: Pipeline, query: str) -> dict[str, list[str]]:
+    out = pipe.run(
+        {"embed": {"text": query}, "words": {"query": query}},
+        include_outputs_from={"words", "vectors"},
+    )
+    return {name: [d.id for d in out[name]["documents"]] for name in ("words", "vectors", "join")}
+
+
+def test_hybrid_pipeline_fuses_bm25_and_embedding_retrievers_then_save_and_load() -> None:
+    lexical = IndexplugDocumentStore("words", backend="sqlite-fts5")
+    vector = IndexplugDocumentStore(
+        "vectors",
+        backend="chroma",
+        text_embedder=TopicTextEmbedder(),
+        document_embedder=TopicDocumentEmbedder(),
+    )
+    ingest = Pipeline()
+    ingest.add_component(
+        "split", DocumentSplitter(split_by="word", split_length=5, split_overlap=1)
+    )
+    ingest.add_component("embed", TopicDocumentEmbedder())
+    ingest.add_component("write_words", DocumentWriter(lexical))
+    ingest.add_component("write_vectors", DocumentWriter(vector))
+    ingest.connect("split.documents", "embed.documents")
+    ingest.connect("embed.documents", "write_words.documents")
+    ingest.connect("embed.documents", "write_vectors.documents")
+    ingest.run({"split": {"documents": [Document(content=HYBRID_TEXT)]}})
+    chunk = {(d.content or "").strip(): d.id for d in vector.filter_documents()}
+    assert chunk.keys() == {(d.content or "").strip() for d in lexical.filter_documents()}
+    assert all(d.meta["_split_overlap"] for d in lexical.filter_documents())
+    coffee, cup, otters, stones = (
+        chunk["coffee roast brew lava ash"],
+        chunk["Espresso crema tops each cup"],
+        chunk["cup otters crack shellfish with"],
+        chunk["with stones near the coffee"],
+    )
+
+    ranked = _ranked(_hybrid_query(lexical, vector), "roast coffee")
+    assert ranked["words"] == [coffee, stones]  # BM25: only the chunks with a query word
+    assert ranked["vectors"] == [cup, coffee, stones, otters]  # by topic
+    # reciprocal rank fusion: 1/61 + 1/62 for the coffee chunk, 1/62 + 1/63, then 1/61
+    assert ranked["join"] == [coffee, stones, cup]
+
+    again = Pipeline.loads(_hybrid_query(lexical, vector).dumps(), allowed_modules=[__name__])
+    assert _ranked(again, "roast coffee") == ranked

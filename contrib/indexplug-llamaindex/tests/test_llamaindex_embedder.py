@@ -145,3 +145,72 @@ def test_a_lexical_backend_never_calls_the_model() -> None:
     hits = index.as_retriever(similarity_top_k=3).retrieve("apples")
     assert [h.node.node_id for h in hits] == ["pie"]
     assert model.documents == [] and model.queries == []
+
+
+def _stored(store: IndexplugVectorStore, vector: list[float]) -> dict[str, list[float]]:
+    """Each node's stored vector (the nearest first), by node id."""
+    out = store.client.search_vector(store.index, vector, top_k=10, with_vectors=True)
+    assert isinstance(out, indexplug.Searched)
+    return {str(h.passage.key): [float(x) for x in h.vector or ()] for h in out.hits}
+
+
+def _unit(v: list[float]) -> list[float]:
+    norm = sum(x * x for x in v) ** 0.5
+    return [x / norm for x in v]
+
+
+def test_node_embeddings_are_stored_not_computed_again() -> None:
+    from llama_index.core.ingestion import IngestionPipeline
+
+    model = HandPicked()
+    store = _store(model)
+    nodes = IngestionPipeline(transformations=[model]).run(nodes=_nodes())
+    assert sorted(model.documents) == sorted(TEXTS.values())  # the pipeline embedded them once
+    # a node whose embedding is not what the model gives its text: the node's is the one kept
+    odd = TextNode(id_="odd", text="Sourdough needs a starter.", embedding=[0.0, 3.0, 4.0])
+    store.add([*nodes, odd])
+    assert sorted(model.documents) == sorted(TEXTS.values())  # not called again on add
+    stored = _stored(store, [0.0, 0.6, 0.8])
+    assert stored["odd"] == pytest.approx([0.0, 0.6, 0.8])
+    for n in nodes:
+        assert stored[n.node_id] == pytest.approx(_unit(n.get_embedding()))
+    hits = store.as_index().as_retriever(similarity_top_k=1).retrieve("fruit dessert")
+    assert [h.node.node_id for h in hits] == ["engine"]
+    store.client.close()
+
+
+def test_async_add_stores_node_embeddings() -> None:
+    model = HandPicked()
+    store = _store(model)
+    odd = TextNode(id_="odd", text="Sourdough needs a starter.", embedding=[0.0, 3.0, 4.0])
+    plain = TextNode(id_="pie", text=TEXTS["pie"])  # no embedding: the backend embeds it
+    asyncio.run(store.async_add([odd, plain]))
+    assert model.documents == [TEXTS["pie"]]
+    stored = _stored(store, [0.0, 0.6, 0.8])
+    assert stored == {
+        "odd": pytest.approx([0.0, 0.6, 0.8]),
+        "pie": pytest.approx([1.0, 0.0, 0.0]),
+    }
+    store.client.close()
+
+
+def test_a_vector_store_index_embeds_each_node_once_with_the_users_model() -> None:
+    model = HandPicked()
+    store = _store(model)
+    store.as_index().insert_nodes(_nodes())
+    assert sorted(model.documents) == sorted(TEXTS.values())
+    stored = _stored(store, [1.0, 0.0, 0.0])
+    assert stored["pie"] == pytest.approx([1.0, 0.0, 0.0])
+    store.client.close()
+
+
+def test_without_the_users_model_node_embeddings_are_not_taken() -> None:
+    """Nothing says which model made them: the backend embeds the text with its own."""
+    store = _store(None, embedder="hashing:default")
+    store.add([TextNode(id_="odd", text="Sourdough needs a starter.", embedding=[1.0, 0.0])])
+    (vector,) = _stored(store, store.client.query_vector("Sourdough needs a starter.")).values()
+    assert len(vector) != 2
+    assert vector == pytest.approx(
+        [float(x) for x in store.client.query_vector("Sourdough needs a starter.")], abs=1e-5
+    )
+    store.client.close()

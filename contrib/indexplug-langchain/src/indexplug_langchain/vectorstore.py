@@ -146,6 +146,31 @@ class IndexplugVectorStore(VectorSearches, VectorStore):
         return cls(target.guard, target.index, **kwargs)
 
     @classmethod
+    def fused(
+        cls,
+        *stores: IndexplugVectorStore,
+        name: str | None = None,
+        rrf_k: int = 60,
+        deadline_s: float | None = None,
+    ) -> IndexplugVectorStore:
+        """A store whose search fuses the searches of ``stores`` by reciprocal rank fusion
+        (an indexplug fusion index, as ``kind = "fusion"`` in ``indexplug.toml``): over a
+        lexical store and a vector one, a hybrid search (BM25 and embeddings).  It only
+        searches: add documents through the member stores (closing it leaves them open).
+        ``name`` defaults to ``fused-<member>-<member>``."""
+        from indexplug.fusion import fuse_targets
+        from indexplug.targets import Target
+
+        if len(stores) < 2 or not all(isinstance(s, IndexplugVectorStore) for s in stores):
+            raise InvalidRequest("fused() takes two or more IndexplugVectorStore", field="stores")
+        target = fuse_targets(
+            [Target(index=s.index, backend_name=s.guard.name, guard=s.guard) for s in stores],
+            name=name,
+            rrf_k=rrf_k,
+        )
+        return cls(target.guard, target.index, deadline_s=deadline_s)
+
+    @classmethod
     def _opened(cls, embedding: Embeddings | None, kwargs: dict[str, Any]) -> IndexplugVectorStore:
         index = kwargs.pop("index", None)
         if not isinstance(index, str):

@@ -2,6 +2,7 @@
 
 from indexplug_llamaindex.embedder import llamaindex_embedder
 from indexplug_llamaindex.filters import UnsupportedFilter, translate
+from indexplug_llamaindex.hybrid import NoHybrid
 from indexplug_llamaindex.nodes import MetadataRefused, NodeRefused
 from indexplug_llamaindex.retriever import IndexplugRetriever
 from indexplug_llamaindex.store import IndexplugVectorStore, MissingCapability, UnsupportedQuery
@@ -12,6 +13,7 @@ __all__ = [
     "IndexplugVectorStore",
     "MetadataRefused",
     "MissingCapability",
+    "NoHybrid",
     "NoVectors",
     "NodeRefused",
     "UnsupportedFilter",

@@ -5,13 +5,19 @@ removes every node of that document; queries are the backend's own search of
 ``query.query_str`` with ``similarity_top_k``, ``filters``, ``node_ids`` and ``doc_ids``.
 indexplug backends embed (or index) the text themselves: a dense backend (chroma) with the
 ``embed_model`` given to the store (:mod:`indexplug_llamaindex.embedder`), recorded with the
-index, else with its configured embedder; a lexical one (sqlite-fts5) embeds nothing.  So the
-store ignores the embeddings LlamaIndex computes (``is_embedding_query`` is ``False``: LlamaIndex
-never embeds queries for it), and :meth:`IndexplugVectorStore.as_index` gives the
-``VectorStoreIndex`` a one-dimension ``MockEmbedding`` rather than letting LlamaIndex look for
-its default model (OpenAI's package).  On a backend that claims indexplug's ``vectors``
-capability (chroma, usearch), a query by ``query_embedding`` and ``VectorStoreQueryMode.MMR``
-are answered by vector (:mod:`indexplug_llamaindex.vectors`).
+index, else with its configured embedder; a lexical one (sqlite-fts5) embeds nothing.  The
+embeddings nodes arrive with (from an ``IngestionPipeline`` or a ``VectorStoreIndex``) are
+stored as they are where the backend claims ``vectors`` and embeds with the store's
+``embed_model``, and ignored elsewhere (nothing says which model made them); queries are
+embedded by the backend (``is_embedding_query`` is ``False``).
+:meth:`IndexplugVectorStore.as_index` gives the ``VectorStoreIndex`` the store's
+``embed_model`` where its vectors are kept, else a one-dimension ``MockEmbedding``, rather than
+letting LlamaIndex look for its default model (OpenAI's package).  On a backend that claims
+indexplug's ``vectors`` capability (chroma, usearch), a query by ``query_embedding`` and
+``VectorStoreQueryMode.MMR`` are answered by vector (:mod:`indexplug_llamaindex.vectors`).
+``VectorStoreQueryMode.HYBRID`` is answered by a backend whose own search fuses a text and a
+vector ranking (a fusion index, :meth:`IndexplugVectorStore.fused`; elastic's hybrid mode)
+and refused by any other (:mod:`indexplug_llamaindex.hybrid`).
 
 Every outcome that is not an answer raises the typed :class:`indexplug.OutcomeError` subclass
 (``IndexFailedError``, ``IndexTimeoutError`` ...), which carries the outcome; an empty store and
@@ -42,6 +48,7 @@ from pydantic import PrivateAttr
 
 from indexplug_llamaindex.embedder import embedder_name, is_wrapped, llamaindex_embedder
 from indexplug_llamaindex.filters import FilterInput, all_of, one_of, translate
+from indexplug_llamaindex.hybrid import hybrid_args, wants_hybrid
 from indexplug_llamaindex.nodes import (
     NODE_ID,
     REF_DOC_ID,
@@ -51,7 +58,14 @@ from indexplug_llamaindex.nodes import (
     passage_to_node,
 )
 from indexplug_llamaindex.retriever import nothing_to_find
-from indexplug_llamaindex.vectors import avector_query, vector_query, wants_vectors
+from indexplug_llamaindex.vectors import (
+    avector_query,
+    awrite,
+    takes_embeddings,
+    vector_query,
+    wants_vectors,
+    write,
+)
 
 _MODES = (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.TEXT_SEARCH)
 SCAN_PAGE = 500
@@ -161,6 +175,33 @@ class IndexplugVectorStore(BasePydanticVectorStore):
         target = open_index(name, config, embedder=embedder)
         return cls(target.guard, target.index, embed_model=embed_model, deadline_s=deadline_s)
 
+    @classmethod
+    def fused(
+        cls,
+        *stores: IndexplugVectorStore,
+        name: str | None = None,
+        rrf_k: int = 60,
+        deadline_s: float | None = None,
+    ) -> IndexplugVectorStore:
+        """A store whose search fuses the searches of ``stores`` by reciprocal rank fusion
+        (an indexplug fusion index, as ``kind = "fusion"`` in ``indexplug.toml``): over a
+        lexical store and a vector one, a store that answers ``VectorStoreQueryMode.HYBRID``.
+        It only searches: add nodes through the member stores (closing it leaves them open).
+        ``name`` defaults to ``fused-<member>-<member>``."""
+        from indexplug.fusion import fuse_targets
+        from indexplug.targets import Target
+
+        if len(stores) < 2 or not all(isinstance(s, IndexplugVectorStore) for s in stores):
+            raise indexplug.InvalidRequest(
+                "fused() takes two or more IndexplugVectorStore", field="stores"
+            )
+        target = fuse_targets(
+            [Target(index=s.index, backend_name=s.guard.name, guard=s.guard) for s in stores],
+            name=name,
+            rrf_k=rrf_k,
+        )
+        return cls(target.guard, target.index, deadline_s=deadline_s)
+
     @property
     def embed_model(self) -> BaseEmbedding | None:
         """The ``embed_model`` given: what a dense backend embeds with."""
@@ -168,10 +209,14 @@ class IndexplugVectorStore(BasePydanticVectorStore):
 
     def as_index(self, **kwargs: Any) -> VectorStoreIndex:
         """A ``VectorStoreIndex`` over this store, with ``kwargs`` passed on.  Its
-        ``embed_model`` is a one-dimension ``MockEmbedding`` unless given: the backend embeds
-        (with :attr:`embed_model`), so the vectors LlamaIndex computes on insert are never
-        used, and no default model (OpenAI's) is looked for."""
-        kwargs.setdefault("embed_model", MockEmbedding(embed_dim=1))
+        ``embed_model``, unless given, is the store's :attr:`embed_model` where the store
+        keeps the vectors LlamaIndex computes on insert (a backend that claims ``vectors``
+        and embeds with that model: each node is embedded once, by LlamaIndex), else a
+        one-dimension ``MockEmbedding`` (the backend embeds or indexes the text itself, so
+        the vectors LlamaIndex computes would not be used); no default model (OpenAI's) is
+        looked for."""
+        model = self._embed_model if takes_embeddings(self) else None
+        kwargs.setdefault("embed_model", model or MockEmbedding(embed_dim=1))
         return VectorStoreIndex.from_vector_store(self, **kwargs)
 
     @classmethod
@@ -201,22 +246,25 @@ class IndexplugVectorStore(BasePydanticVectorStore):
         return last_per_key([node_to_passage(n) for n in nodes])
 
     def add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
-        """Store ``nodes`` (each replacing the node of the same id); their ids, in order."""
+        """Store ``nodes`` (each replacing the node of the same id); their ids, in order.
+        A node's ``embedding`` is stored as its vector, not computed again, when the backend
+        claims ``vectors`` and embeds with the store's ``embed_model``
+        (:func:`~indexplug_llamaindex.vectors.takes_embeddings`); otherwise the backend
+        embeds (or indexes) the text itself."""
         if not nodes:
             return []
-        out = self._guard.add(self.index, self._passages(nodes), deadline_s=self.deadline_s)
-        if not isinstance(out, Indexed):
-            _fail(out)
+        for out in write(self, nodes, self._passages(nodes)):
+            if not isinstance(out, Indexed):
+                _fail(out)
         return [n.node_id for n in nodes]
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
         """:meth:`add` through the guard's ``aadd``."""
         if not nodes:
             return []
-        passages = self._passages(nodes)
-        out = await self._guard.aadd(self.index, passages, deadline_s=self.deadline_s)
-        if not isinstance(out, Indexed):
-            _fail(out)
+        for out in await awrite(self, nodes, self._passages(nodes)):
+            if not isinstance(out, Indexed):
+                _fail(out)
         return [n.node_id for n in nodes]
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
@@ -339,10 +387,13 @@ class IndexplugVectorStore(BasePydanticVectorStore):
 
     # -- querying ------------------------------------------------------------------------
     def _search_args(self, query: VectorStoreQuery) -> tuple[str, dict[str, Any]]:
-        if query.mode not in _MODES:
+        top_k = query.similarity_top_k
+        if wants_hybrid(query):
+            top_k = hybrid_args(self, query)
+        elif query.mode not in _MODES:
             raise UnsupportedQuery(
-                f"query mode {query.mode.value!r}: the backend's own search is the only mode "
-                "(default or text_search)"
+                f"query mode {query.mode.value!r}: the store answers default, text_search, "
+                "mmr and hybrid"
             )
         text = query.query_str
         if text is None:
@@ -350,7 +401,7 @@ class IndexplugVectorStore(BasePydanticVectorStore):
                 "the query has neither text (query_str) nor an embedding (query_embedding)"
             )
         return text, {
-            "top_k": query.similarity_top_k,
+            "top_k": top_k,
             "filters": _filters(query),
             "deadline_s": self.deadline_s,
         }
@@ -373,7 +424,9 @@ class IndexplugVectorStore(BasePydanticVectorStore):
         ``indexplug`` metadata).  An empty store, ``similarity_top_k=0`` and a query with no
         word in it are an empty result.  A query with a ``query_embedding`` and no text, or in
         ``VectorStoreQueryMode.MMR``, is answered by vector (:mod:`indexplug_llamaindex.vectors`;
-        ``mmr_prefetch_factor=`` among ``kwargs``)."""
+        ``mmr_prefetch_factor=`` among ``kwargs``); one in ``VectorStoreQueryMode.HYBRID`` by
+        the backend's own hybrid search, ``hybrid_top_k`` nodes
+        (:mod:`indexplug_llamaindex.hybrid`)."""
         if wants_vectors(query):
             if nothing_to_find(query.query_str, query.similarity_top_k):
                 return _empty_result()

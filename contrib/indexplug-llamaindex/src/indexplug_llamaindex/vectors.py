@@ -15,6 +15,7 @@ embedder's (``Guard.query_vector``).  On a backend without the capability both r
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import indexplug
@@ -22,6 +23,8 @@ from indexplug.errors import NotSupported
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode
 
 if TYPE_CHECKING:
+    from llama_index.core.schema import BaseNode
+
     from indexplug_llamaindex.store import IndexplugVectorStore
 
 MMR_PREFETCH_FACTOR = 4
@@ -41,6 +44,8 @@ def wants_vectors(query: VectorStoreQuery) -> bool:
     """Whether ``query`` is answered by vector: MMR mode, or an embedding and no text."""
     if query.mode == VectorStoreQueryMode.MMR:
         return True
+    if query.mode == VectorStoreQueryMode.HYBRID:  # the backend's own hybrid search
+        return False
     return query.query_embedding is not None and query.query_str is None
 
 
@@ -161,3 +166,65 @@ async def avector_query(
     out = await store.client.asearch_vector(store.index, vector, **args)
     hits, scores = _picked(query, vector, out, k)
     return out, hits, scores
+
+
+def takes_embeddings(store: IndexplugVectorStore) -> bool:
+    """Whether the store keeps the embeddings nodes arrive with as their vectors: it has an
+    ``embed_model``, the backend embeds with it and claims the ``vectors`` capability."""
+    from indexplug_llamaindex.embedder import is_wrapped
+
+    model = store.embed_model
+    return (
+        model is not None
+        and bool(getattr(store.client.capabilities, "vectors", False))
+        and is_wrapped(store.client, model)
+    )
+
+
+def split_by_embedding(
+    store: IndexplugVectorStore, nodes: Sequence[BaseNode], passages: list[indexplug.Passage]
+) -> tuple[list[indexplug.Passage], list[indexplug.Passage], list[Any]]:
+    """The passages to add as they are (the backend embeds them), and those to add with their
+    nodes' embeddings (with those embeddings), when the store :func:`takes_embeddings`."""
+    if not takes_embeddings(store):
+        return passages, [], []
+    embedding: dict[str | None, Any] = {
+        n.node_id: n.embedding for n in nodes if n.embedding is not None
+    }
+    plain = [p for p in passages if p.key not in embedding]
+    embedded = [p for p in passages if p.key in embedding]
+    return plain, embedded, [embedding[p.key] for p in embedded]
+
+
+def write(
+    store: IndexplugVectorStore, nodes: Sequence[BaseNode], passages: list[indexplug.Passage]
+) -> list[Any]:
+    """Add ``passages``, those whose nodes carry embeddings with them; the outcomes."""
+    plain, embedded, vectors = split_by_embedding(store, nodes, passages)
+    outcomes: list[Any] = []
+    if embedded:
+        outcomes.append(
+            store.client.add_vectors(
+                store.index, embedded, vectors, embedder=_stated(store), deadline_s=store.deadline_s
+            )
+        )
+    if plain:
+        outcomes.append(store.client.add(store.index, plain, deadline_s=store.deadline_s))
+    return outcomes
+
+
+async def awrite(
+    store: IndexplugVectorStore, nodes: Sequence[BaseNode], passages: list[indexplug.Passage]
+) -> list[Any]:
+    """:func:`write` through the guard's coroutines."""
+    plain, embedded, vectors = split_by_embedding(store, nodes, passages)
+    outcomes: list[Any] = []
+    if embedded:
+        outcomes.append(
+            await store.client.aadd_vectors(
+                store.index, embedded, vectors, embedder=_stated(store), deadline_s=store.deadline_s
+            )
+        )
+    if plain:
+        outcomes.append(await store.client.aadd(store.index, plain, deadline_s=store.deadline_s))
+    return outcomes
