@@ -7,15 +7,18 @@ topologies the cluster is started in the background while the single node's test
 
 Tests stop and kill nodes of these shared servers, so ``es_single`` and ``es_pair`` hand each
 test a cluster at full strength (every node running, green for the pair), healing what an
-earlier test left behind.
+earlier test left behind.  ``es_options`` opens the backend on the single node under an
+index prefix of the test's own.
 """
 
 from __future__ import annotations
 
 import threading
+import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from typing import Any
 
 import pytest
 
@@ -143,3 +146,18 @@ def delete_prefixed(cluster: EsCluster, prefix: str) -> None:
 def es_cleanup() -> Callable[[EsCluster, str], None]:
     """:func:`delete_prefixed`, for test modules (which cannot import this conftest)."""
     return delete_prefixed
+
+
+@pytest.fixture
+def es_options(es_single: EsCluster) -> Iterator[dict[str, Any]]:
+    """Options that open the ``elastic`` backend on the session's single node, under an index
+    prefix of this test's own; the indices under it are deleted when the test ends.
+
+    For tests outside this plugin (the framework adapters') that open the backend by name:
+    ``open_backend("elastic", {**es_options, ...})``.  A fixture that needs it only for some
+    parameters asks for it with ``request.getfixturevalue("es_options")``, so that a session
+    without an elastic test starts no node.
+    """
+    prefix = f"t{uuid.uuid4().hex[:10]}-"
+    yield {"hosts": es_single.urls, "prefix": prefix}
+    delete_prefixed(es_single, prefix)
