@@ -23,9 +23,14 @@ os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 Backend = tuple[str, dict[str, Any]]
 """A backend's name and the options to open it with."""
 
-FLOW_BACKENDS: dict[str, dict[str, Any]] = {"sqlite-fts5": {}, "chroma": {}, "elastic": {}}
-"""The backends the users' flows run on (test_flows.py), with their options: every backend
-that keeps caller keys (chroma embeds with the flow's own embedder pair)."""
+FLOW_BACKENDS: dict[str, dict[str, Any]] = {
+    "sqlite-fts5": {},
+    "chroma": {"embedder": "hashing:default"},
+    "elastic": {},
+}
+"""The backends the users' flows (test_flows.py, test_ingestion.py) and the metadata round trips
+(test_metadata_kinds.py) run on, with their options: every backend that keeps caller keys.  A
+store given an embedder pair embeds with it instead of the spec named here."""
 
 VECTOR_BACKENDS: dict[str, dict[str, Any]] = {"chroma": {"embedder": "hashing:default"}}
 """The backends the vector flows run on (test_embedding_retriever.py), with their options: those

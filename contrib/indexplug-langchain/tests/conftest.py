@@ -35,8 +35,9 @@ FLOW_BACKENDS: dict[str, dict[str, Any]] = {
     "chroma": {"embedder": "hashing:default"},
     "elastic": {},
 }
-"""The backends the users' flows run on (test_langchain_flows.py, test_langchain_indexing.py),
-with their options: every backend that keeps caller keys.  A store given ``embedding=`` embeds
+"""The backends the users' flows (test_langchain_flows.py, test_langchain_indexing.py) and the
+metadata round trips (test_langchain_metadata.py) run on, with their options: every backend that
+keeps caller keys.  A store given ``embedding=`` embeds
 with that model instead of the spec named here."""
 
 VECTOR_BACKENDS: dict[str, dict[str, Any]] = {"chroma": {}, "usearch": {}}

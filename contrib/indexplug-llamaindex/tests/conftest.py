@@ -27,9 +27,14 @@ BACKENDS = {
     "chroma": {"embedder": "hashing:default"},
 }
 
-FLOW_BACKENDS: dict[str, dict[str, Any]] = {"sqlite-fts5": {}, "chroma": {}, "elastic": {}}
-"""The backends the users' flows run on (test_llamaindex_flows.py), with their options: every
-backend that keeps caller keys (each store embeds with the flow's own model where it embeds)."""
+FLOW_BACKENDS: dict[str, dict[str, Any]] = {
+    "sqlite-fts5": {},
+    "chroma": {"embedder": "hashing:default"},
+    "elastic": {},
+}
+"""The backends the users' flows (test_llamaindex_flows.py) and the metadata round trips
+(test_llamaindex_metadata.py) run on, with their options: every backend that keeps caller keys.
+A store given ``embed_model=`` embeds with that model instead of the spec named here."""
 
 VECTOR_BACKENDS: dict[str, dict[str, Any]] = {"chroma": {}, "usearch": {}}
 """The backends the vector flows run on (test_llamaindex_vectors.py: query by embedding, MMR),
