@@ -1,15 +1,43 @@
-"""Every test gets its own indexplug home (no test sees another's indexes)."""
+"""Every test gets its own indexplug home (no test sees another's indexes); the backends the
+users' flows and the vector flows run on are named here (a real Elasticsearch node among them,
+started once per test session, only when an elastic test runs)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
+from indexplug_elastic.testing.fixtures import (  # noqa: F401  (fixtures and a hook)
+    _es_single_session,
+    es_options,
+    es_single,
+    pytest_runtest_makereport,
+)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
+
+Backend = tuple[str, dict[str, Any]]
+"""A backend's name and the options to open it with."""
+
+FLOW_BACKENDS: dict[str, dict[str, Any]] = {
+    "sqlite-fts5": {},
+    "chroma": {"embedder": "hashing:default"},
+    "elastic": {},
+}
+"""The backends the users' flows (test_flows.py, test_ingestion.py) and the metadata round trips
+(test_metadata_kinds.py) run on, with their options: every backend that keeps caller keys.  A
+store given an embedder pair embeds with it instead of the spec named here."""
+
+VECTOR_BACKENDS: dict[str, dict[str, Any]] = {"chroma": {"embedder": "hashing:default"}}
+"""The backends the vector flows run on (test_embedding_retriever.py), with their options: those
+that claim indexplug's ``vectors`` capability and keep caller keys (usearch keeps none, which the
+document store needs).  Elastic joins, once it claims it with an embedder, as
+``"elastic": {"embedder": "hashing:default"}`` (the spec turns its kNN on; the store's embedder
+pair replaces the spec's model)."""
 
 
 @pytest.fixture(autouse=True)
@@ -18,3 +46,23 @@ def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home.mkdir()
     monkeypatch.setenv("INDEXPLUG_HOME", str(home))
     return home
+
+
+def _opened_with(request: pytest.FixtureRequest, name: str, options: dict[str, Any]) -> Backend:
+    """``name`` and its options, with those that reach its server in this session: for elastic
+    the session's node (started on first use) under an index prefix of this test's own."""
+    if name == "elastic":
+        options = {**request.getfixturevalue("es_options"), **options}
+    return name, dict(options)
+
+
+@pytest.fixture(params=list(FLOW_BACKENDS))
+def flow_backend(request: pytest.FixtureRequest) -> Backend:
+    """Each backend of :data:`FLOW_BACKENDS` in turn: its name and options."""
+    return _opened_with(request, request.param, FLOW_BACKENDS[request.param])
+
+
+@pytest.fixture(params=list(VECTOR_BACKENDS))
+def vector_backend(request: pytest.FixtureRequest) -> Backend:
+    """Each backend of :data:`VECTOR_BACKENDS` in turn: its name and options."""
+    return _opened_with(request, request.param, VECTOR_BACKENDS[request.param])

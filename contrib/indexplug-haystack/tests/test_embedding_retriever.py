@@ -55,12 +55,13 @@ class EmbedText:
 
 
 @pytest.fixture
-def store() -> Any:
+def store(vector_backend: tuple[str, dict[str, Any]]) -> Any:
     CALLS.clear()
+    backend, options = vector_backend
     s = IndexplugDocumentStore(
         "drinks",
-        backend="chroma",
-        options={"embedder": "hashing:default"},
+        backend=backend,
+        options=options,
         text_embedder=EmbedText(),
         document_embedder=EmbedDocuments(),
     )

@@ -1,10 +1,11 @@
-"""The flows Haystack users run, end to end, on sqlite-fts5 and embedded chroma, with a
-deterministic embedding model written here (a text and a document embedder component):
+"""The flows Haystack users run, end to end, on sqlite-fts5, embedded chroma and a real
+Elasticsearch node (conftest's ``FLOW_BACKENDS``), with a deterministic embedding model written
+here (a text and a document embedder component):
 
 * an indexing pipeline: ``DocumentSplitter`` with an overlap, the document embedder,
   ``DocumentWriter`` into the store;
-* a query pipeline: the retriever (BM25 on sqlite-fts5; on chroma the store's own embedder
-  pair ranks), then a ``PromptBuilder``;
+* a query pipeline: the retriever (BM25 on sqlite-fts5 and elastic; on chroma the store's own
+  embedder pair ranks), then a ``PromptBuilder``;
 * both pipelines saved (``dumps``) and loaded (``loads``): the adapter's classes need no
   ``allowed_modules`` (only this test module's own embedders do), and the loaded pipelines
   write and answer as the originals did;
@@ -76,15 +77,16 @@ TEXT = (
 )
 
 
-def _store(backend: str) -> IndexplugDocumentStore:
+def _store(backend: str, options: dict[str, Any] | None = None) -> IndexplugDocumentStore:
     if backend == "chroma":
         return IndexplugDocumentStore(
             "flow",
             backend="chroma",
+            options=options,
             text_embedder=WordHashTextEmbedder(),
             document_embedder=WordHashDocumentEmbedder(),
         )
-    return IndexplugDocumentStore("flow", backend=backend)
+    return IndexplugDocumentStore("flow", backend=backend, options=options)
 
 
 def _indexing(store: IndexplugDocumentStore) -> Pipeline:
@@ -116,9 +118,11 @@ def _ask(pipe: Pipeline, question: str) -> str:
     return str(out["prompt"]["prompt"])
 
 
-@pytest.mark.parametrize("backend", ["sqlite-fts5", "chroma"])
-def test_split_embed_write_then_retrieve_then_save_and_load(backend: str) -> None:
-    store = _store(backend)
+def test_split_embed_write_then_retrieve_then_save_and_load(
+    flow_backend: tuple[str, dict[str, Any]],
+) -> None:
+    backend, options = flow_backend
+    store = _store(backend, options)
     source = Document(content=TEXT, meta={"file": "notes.txt"})
     written = _indexing(store).run({"split": {"documents": [source]}})["write"]
     count = store.count_documents()

@@ -1,9 +1,11 @@
 """Haystack ingestion as a user runs it: ``DocumentSplitter`` with an overlap into a
-``DocumentWriter``, then retrieval, on sqlite-fts5 and embedded chroma (``hashing:default``)."""
+``DocumentWriter``, then retrieval, on sqlite-fts5, embedded chroma (``hashing:default``) and
+elastic (conftest's ``FLOW_BACKENDS``)."""
 
 from __future__ import annotations
 
-import pytest
+from typing import Any
+
 from haystack import Pipeline
 from haystack.components.preprocessors import DocumentSplitter
 from haystack.components.writers import DocumentWriter
@@ -28,9 +30,10 @@ def _ingest(store: object) -> dict[str, object]:
     return pipe.run({"split": {"documents": [Document(content=TEXT, meta={"file": "a.txt"})]}})
 
 
-@pytest.mark.parametrize("backend", ["sqlite-fts5", "chroma"])
-def test_overlapping_splits_are_written_and_retrieved(backend: str) -> None:
-    options = {"embedder": "hashing:default"} if backend == "chroma" else {}
+def test_overlapping_splits_are_written_and_retrieved(
+    flow_backend: tuple[str, dict[str, Any]],
+) -> None:
+    backend, options = flow_backend
     store = IndexplugDocumentStore("ingest", backend=backend, options=options)
     reference = InMemoryDocumentStore()
     written = _ingest(store)["write"]

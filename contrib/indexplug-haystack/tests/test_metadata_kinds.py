@@ -1,18 +1,19 @@
 """Nested and date metadata, as Haystack's ``InMemoryDocumentStore`` keeps it: nested dicts and
 lists are stored, ``datetime``/``date``/``time`` values come back as they were and Haystack's
 date comparisons filter on them; tuples come back as lists (JSON's form); a value that is not
-JSON and not a date is refused naming the key.  On sqlite-fts5 and embedded chroma."""
+JSON and not a date is refused naming the key.  On sqlite-fts5, embedded chroma and elastic."""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from haystack.dataclasses import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from indexplug_haystack import IndexplugDocumentStore, IndexplugRetriever, MetadataRefused
 
-BACKENDS = {"sqlite-fts5": {}, "chroma": {"embedder": "hashing:default"}}
 META = {
     "author": {"name": "Ada", "roles": ["writer", {"since": dt.date(2019, 3, 1)}]},
     "published": dt.datetime(2024, 5, 1, 9, 30, tzinfo=dt.UTC),
@@ -21,9 +22,12 @@ META = {
 }
 
 
-@pytest.fixture(params=sorted(BACKENDS))
-def store(request: pytest.FixtureRequest) -> IndexplugDocumentStore:
-    return IndexplugDocumentStore("kinds", backend=request.param, options=BACKENDS[request.param])
+@pytest.fixture
+def store(flow_backend: tuple[str, dict[str, Any]]) -> Iterator[IndexplugDocumentStore]:
+    backend, options = flow_backend
+    store = IndexplugDocumentStore("kinds", backend=backend, options=options)
+    yield store
+    store.guard.close()
 
 
 def _docs() -> list[Document]:

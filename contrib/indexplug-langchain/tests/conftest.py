@@ -1,4 +1,6 @@
-"""Every test gets its own indexplug home; coroutine tests run under pytest-asyncio.
+"""Every test gets its own indexplug home; coroutine tests run under pytest-asyncio; the
+backends the users' flows and the vector flows run on are named here (a real Elasticsearch node
+among them, started once per test session, only when an elastic test runs).
 
 The standard suites of ``langchain-tests`` write their async tests as plain ``async def``
 (LangChain's own repositories run pytest-asyncio in ``auto`` mode); the repository's pytest
@@ -11,12 +13,38 @@ from __future__ import annotations
 import inspect
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
+from indexplug_elastic.testing.fixtures import (  # noqa: F401  (fixtures and a hook)
+    _es_single_session,
+    es_options,
+    es_single,
+    pytest_runtest_makereport,
+)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+Backend = tuple[str, dict[str, Any]]
+"""A backend's name and the options to open it with."""
+
+FLOW_BACKENDS: dict[str, dict[str, Any]] = {
+    "sqlite-fts5": {},
+    "chroma": {"embedder": "hashing:default"},
+    "elastic": {},
+}
+"""The backends the users' flows (test_langchain_flows.py, test_langchain_indexing.py) and the
+metadata round trips (test_langchain_metadata.py) run on, with their options: every backend that
+keeps caller keys.  A store given ``embedding=`` embeds
+with that model instead of the spec named here."""
+
+VECTOR_BACKENDS: dict[str, dict[str, Any]] = {"chroma": {}, "usearch": {}}
+"""The backends the vector flows run on (test_langchain_vectors.py: search by vector, MMR),
+with their options: those that claim indexplug's ``vectors`` capability.  Elastic joins, once
+it claims it with an embedder, as ``"elastic": {"embedder": "hashing:default"}`` (the spec
+turns its kNN on; the store's model replaces the spec's)."""
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -44,3 +72,23 @@ def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("INDEXPLUG_HOME", str(home))
     monkeypatch.setenv("ANONYMIZED_TELEMETRY", "False")
     return home
+
+
+def _opened_with(request: pytest.FixtureRequest, name: str, options: dict[str, Any]) -> Backend:
+    """``name`` and its options, with those that reach its server in this session: for elastic
+    the session's node (started on first use) under an index prefix of this test's own."""
+    if name == "elastic":
+        options = {**request.getfixturevalue("es_options"), **options}
+    return name, dict(options)
+
+
+@pytest.fixture(params=list(FLOW_BACKENDS))
+def flow_backend(request: pytest.FixtureRequest) -> Backend:
+    """Each backend of :data:`FLOW_BACKENDS` in turn: its name and options."""
+    return _opened_with(request, request.param, FLOW_BACKENDS[request.param])
+
+
+@pytest.fixture(params=list(VECTOR_BACKENDS))
+def vector_backend(request: pytest.FixtureRequest) -> Backend:
+    """Each backend of :data:`VECTOR_BACKENDS` in turn: its name and options."""
+    return _opened_with(request, request.param, VECTOR_BACKENDS[request.param])

@@ -1,6 +1,6 @@
-"""The flows LangChain users run, end to end, on sqlite-fts5 and embedded chroma, with a
-deterministic embedding model written here (chroma embeds with it; sqlite-fts5 ranks by BM25
-and never calls it):
+"""The flows LangChain users run, end to end, on sqlite-fts5, embedded chroma and a real
+Elasticsearch node (conftest's ``FLOW_BACKENDS``), with a deterministic embedding model written
+here (chroma embeds with it; sqlite-fts5 and elastic rank by BM25 and never call it):
 
 * documents indexed with ``index()`` and LangChain's ``InMemoryRecordManager``, run again in
   ``incremental`` and in ``full`` cleanup mode (the second run writes nothing), then an edited
@@ -25,7 +25,6 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import PromptTemplate
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 
-BACKENDS = ["sqlite-fts5", "chroma"]
 DIM = 64
 
 
@@ -69,10 +68,11 @@ def _docs(sources: dict[str, list[str]]) -> list[Document]:
     ]
 
 
-@pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest) -> Iterator[IndexplugVectorStore]:
+@pytest.fixture
+def store(flow_backend: tuple[str, dict[str, Any]]) -> Iterator[IndexplugVectorStore]:
     embedding = WordHashEmbeddings()
-    vs = IndexplugVectorStore.from_backend(request.param, "flow", {}, embedding=embedding)
+    name, options = flow_backend
+    vs = IndexplugVectorStore.from_backend(name, "flow", options, embedding=embedding)
     try:
         yield vs
     finally:

@@ -1,6 +1,7 @@
 """LangChain's indexing API over the store, as a user runs it: ``index()`` / ``aindex()`` with
 LangChain's own ``InMemoryRecordManager``, in ``incremental`` and ``full`` cleanup modes, on
-sqlite-fts5 and embedded chroma (``hashing:default``)."""
+sqlite-fts5, embedded chroma (``hashing:default``) and a real Elasticsearch node (conftest's
+``FLOW_BACKENDS``)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,6 @@ from indexplug.outcomes import Scanned
 from indexplug_langchain import IndexplugVectorStore
 from langchain_core.documents import Document
 from langchain_core.indexing import InMemoryRecordManager, aindex, index
-
-BACKENDS = {
-    "sqlite-fts5": {},
-    "chroma": {"embedder": "hashing:default"},
-}
 
 DOCS = [
     Document(page_content="Otters hold hands while sleeping.", metadata={"source": "otters.md"}),
@@ -51,11 +47,11 @@ class _CountingGuard:
         return getattr(self._guard, name)
 
 
-@pytest.fixture(params=sorted(BACKENDS))
+@pytest.fixture
 def counted(
-    request: pytest.FixtureRequest,
+    flow_backend: tuple[str, dict[str, Any]],
 ) -> Iterator[tuple[IndexplugVectorStore, _CountingGuard]]:
-    guard = indexplug.open_backend(request.param, BACKENDS[request.param])
+    guard = indexplug.open_backend(*flow_backend)
     spy = _CountingGuard(guard)
     try:
         yield IndexplugVectorStore(spy, "indexed"), spy  # type: ignore[arg-type]

@@ -1,11 +1,13 @@
 """Nested, dated and tupled metadata, as LangChain's ``InMemoryVectorStore`` keeps it: stored,
 and read back equal and of the same types (``get_by_ids``, searches, the retriever), on
-sqlite-fts5 and embedded chroma; flat values stay filterable."""
+sqlite-fts5, embedded chroma and elastic (conftest's ``FLOW_BACKENDS``); flat values stay
+filterable."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
+from typing import Any
 
 import indexplug
 import pytest
@@ -24,12 +26,11 @@ META = {
 }
 
 TEXT = "Otters sleep holding hands."
-BACKENDS = {"sqlite-fts5": {}, "chroma": {"embedder": "hashing:default"}}
 
 
-@pytest.fixture(params=sorted(BACKENDS))
-def store(request: pytest.FixtureRequest) -> Iterator[IndexplugVectorStore]:
-    guard = indexplug.open_backend(request.param, BACKENDS[request.param])
+@pytest.fixture
+def store(flow_backend: tuple[str, dict[str, Any]]) -> Iterator[IndexplugVectorStore]:
+    guard = indexplug.open_backend(*flow_backend)
     try:
         yield IndexplugVectorStore(guard, "meta")
     finally:

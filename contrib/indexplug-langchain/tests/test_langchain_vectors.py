@@ -6,6 +6,7 @@ On a backend without the capability (sqlite-fts5) each raises ``NoVectors`` nami
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import indexplug
 import pytest
@@ -49,10 +50,11 @@ def add(vs: IndexplugVectorStore, docs: list[Document]) -> None:
     assert isinstance(vs.guard.add(vs.index, passages), indexplug.Indexed)
 
 
-@pytest.fixture(params=["chroma", "usearch"])
-def store(request: pytest.FixtureRequest) -> Iterator[IndexplugVectorStore]:
+@pytest.fixture
+def store(vector_backend: tuple[str, dict[str, Any]]) -> Iterator[IndexplugVectorStore]:
     model = HandPicked()
-    vs = IndexplugVectorStore.from_backend(request.param, "coffee", {}, embedding=model)
+    name, options = vector_backend
+    vs = IndexplugVectorStore.from_backend(name, "coffee", options, embedding=model)
     add(vs, DOCS)
     yield vs
     vs.guard.close()

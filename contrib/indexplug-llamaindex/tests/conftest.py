@@ -1,20 +1,46 @@
-"""Backends the adapter is tested on: sqlite-fts5 (lexical) and chroma embedded (dense, with
-the hashing embedder, so nothing is fetched from a model hub)."""
+"""Backends the adapter is tested on: sqlite-fts5 (lexical), chroma embedded (dense, with
+the hashing embedder, so nothing is fetched from a model hub) and, for the users' flows, a real
+Elasticsearch node (BM25; started once per test session, only when an elastic test runs)."""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import indexplug
 import pytest
+from indexplug_elastic.testing.fixtures import (  # noqa: F401  (fixtures and a hook)
+    _es_single_session,
+    es_options,
+    es_single,
+    pytest_runtest_makereport,
+)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+Backend = tuple[str, dict[str, Any]]
+"""A backend's name and the options to open it with."""
 
 BACKENDS = {
     "sqlite-fts5": {},
     "chroma": {"embedder": "hashing:default"},
 }
+
+FLOW_BACKENDS: dict[str, dict[str, Any]] = {
+    "sqlite-fts5": {},
+    "chroma": {"embedder": "hashing:default"},
+    "elastic": {},
+}
+"""The backends the users' flows (test_llamaindex_flows.py) and the metadata round trips
+(test_llamaindex_metadata.py) run on, with their options: every backend that keeps caller keys.
+A store given ``embed_model=`` embeds with that model instead of the spec named here."""
+
+VECTOR_BACKENDS: dict[str, dict[str, Any]] = {"chroma": {}, "usearch": {}}
+"""The backends the vector flows run on (test_llamaindex_vectors.py: query by embedding, MMR),
+with their options: those that claim indexplug's ``vectors`` capability.  Elastic joins, once
+it claims it with an embedder, as ``"elastic": {"embedder": "hashing:default"}`` (the spec
+turns its kNN on; the store's model replaces the spec's)."""
 
 
 @pytest.fixture(params=sorted(BACKENDS))
@@ -24,3 +50,23 @@ def guard(request, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     g = indexplug.open_backend(request.param, BACKENDS[request.param])
     yield g
     g.close()
+
+
+def _opened_with(request: pytest.FixtureRequest, name: str, options: dict[str, Any]) -> Backend:
+    """``name`` and its options, with those that reach its server in this session: for elastic
+    the session's node (started on first use) under an index prefix of this test's own."""
+    if name == "elastic":
+        options = {**request.getfixturevalue("es_options"), **options}
+    return name, dict(options)
+
+
+@pytest.fixture(params=list(FLOW_BACKENDS))
+def flow_backend(request: pytest.FixtureRequest) -> Backend:
+    """Each backend of :data:`FLOW_BACKENDS` in turn: its name and options."""
+    return _opened_with(request, request.param, FLOW_BACKENDS[request.param])
+
+
+@pytest.fixture(params=list(VECTOR_BACKENDS))
+def vector_backend(request: pytest.FixtureRequest) -> Backend:
+    """Each backend of :data:`VECTOR_BACKENDS` in turn: its name and options."""
+    return _opened_with(request, request.param, VECTOR_BACKENDS[request.param])

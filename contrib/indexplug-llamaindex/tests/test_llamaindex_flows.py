@@ -1,6 +1,6 @@
-"""The flows LlamaIndex users run, end to end, on sqlite-fts5 and embedded chroma, with a
-deterministic embedding model written here (the pipeline embeds with it, chroma embeds with
-it; sqlite-fts5 ranks by BM25):
+"""The flows LlamaIndex users run, end to end, on sqlite-fts5, embedded chroma and a real
+Elasticsearch node (conftest's ``FLOW_BACKENDS``), with a deterministic embedding model written
+here (the pipeline embeds with it, chroma embeds with it; sqlite-fts5 and elastic rank by BM25):
 
 * an ``IngestionPipeline`` (a sentence splitter, the embedding model) into the store, with a
   docstore for de-duplication, run twice: the second run writes nothing; then an edited
@@ -14,6 +14,7 @@ import hashlib
 import math
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from indexplug_llamaindex import IndexplugVectorStore
@@ -67,14 +68,13 @@ def _documents(texts: dict[str, str]) -> list[Document]:
     ]
 
 
-@pytest.fixture(params=["sqlite-fts5", "chroma"])
+@pytest.fixture
 def store(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    flow_backend: tuple[str, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[IndexplugVectorStore]:
     monkeypatch.setenv("INDEXPLUG_HOME", str(tmp_path))
-    vs = IndexplugVectorStore.from_backend(
-        request.param, "flow", {}, embed_model=WordHashEmbedding()
-    )
+    name, options = flow_backend
+    vs = IndexplugVectorStore.from_backend(name, "flow", options, embed_model=WordHashEmbedding())
     assert vs.guard is vs.client  # the name the LangChain and Haystack stores use, too
     try:
         yield vs

@@ -1,10 +1,14 @@
 """Nested, dated and tupled node metadata, as LlamaIndex's ``SimpleVectorStore`` (with its
 docstore) keeps it: stored, and read back equal and of the same types (``get_nodes``, queries,
-a retriever over the index), on sqlite-fts5 and embedded chroma; flat values stay filterable."""
+a retriever over the index), on sqlite-fts5, embedded chroma and elastic (conftest's
+``FLOW_BACKENDS``); flat values stay filterable."""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import indexplug
 import pytest
@@ -29,9 +33,17 @@ META = {
 
 
 @pytest.fixture
-def store(guard: indexplug.Guard) -> IndexplugVectorStore:
-    """The store over conftest's guard (sqlite-fts5, and chroma with the hashing embedder)."""
-    return IndexplugVectorStore(guard, "meta")
+def store(
+    flow_backend: tuple[str, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[IndexplugVectorStore]:
+    """The store over each of conftest's ``FLOW_BACKENDS`` (chroma with the hashing embedder),
+    its home a fresh folder."""
+    monkeypatch.setenv("INDEXPLUG_HOME", str(tmp_path))
+    guard = indexplug.open_backend(*flow_backend)
+    try:
+        yield IndexplugVectorStore(guard, "meta")
+    finally:
+        guard.close()
 
 
 def _reference() -> dict[str, object]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import indexplug
 import pytest
@@ -44,9 +45,10 @@ class HandPicked(BaseEmbedding):
         return self._get_query_embedding(query)
 
 
-@pytest.fixture(params=["chroma", "usearch"])
-def store(request: pytest.FixtureRequest) -> Iterator[IndexplugVectorStore]:
-    s = IndexplugVectorStore.from_backend(request.param, "coffee", {}, embed_model=HandPicked())
+@pytest.fixture
+def store(vector_backend: tuple[str, dict[str, Any]]) -> Iterator[IndexplugVectorStore]:
+    name, options = vector_backend
+    s = IndexplugVectorStore.from_backend(name, "coffee", options, embed_model=HandPicked())
     if s.client.capabilities.keys:
         s.add([TextNode(id_=f"n{i}", text=t) for i, t in enumerate(DOCS)])
     else:  # usearch keeps no caller keys: the passages as they are, embedded by the model

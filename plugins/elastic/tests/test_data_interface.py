@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from elasticsearch import AsyncElasticsearch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from indexplug import Guard, Passage
@@ -330,6 +331,42 @@ def test_async_reads_are_native_coroutines(make_single: BackendMaker) -> None:
     assert scanned == want_scan  # the same page and cursor
     assert got == want_get
     assert listed == want_list
+
+
+def test_an_event_loop_that_ends_closes_the_async_client_it_made(
+    make_single: BackendMaker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A caller that only awaits ops (a framework's async API under ``asyncio.run``) never calls
+    the backend's ``aclose``: the client made on that loop is closed when the loop shuts down,
+    on the loop, so no HTTP session or socket to the server is left open behind it."""
+    g = make_single()
+    assert isinstance(g.add("docs", corpus(3)), Indexed)
+    closed: list[AsyncElasticsearch] = []
+    close = AsyncElasticsearch.close
+
+    async def spy(self: AsyncElasticsearch) -> None:
+        closed.append(self)
+        await close(self)
+
+    monkeypatch.setattr(AsyncElasticsearch, "close", spy)
+
+    async def run() -> Any:
+        return await g.asearch("docs", "common", top_k=2)
+
+    for _ in range(2):  # one client per loop, each closed with its loop
+        assert isinstance(asyncio.run(run()), Searched)
+    assert len(closed) == 2 and closed[0] is not closed[1]
+
+    async def explicitly() -> Any:
+        try:
+            return await g.asearch("docs", "common", top_k=2)
+        finally:
+            await g.backend.aclose()  # type: ignore[attr-defined]
+
+    assert isinstance(asyncio.run(explicitly()), Searched)
+    assert len(closed) == 3  # closed once, by aclose: the loop's shutdown has nothing left
+    g.close()
+    assert len(closed) == 3
 
 
 def test_an_index_of_the_flat_layout_answers_how_to_migrate_it(

@@ -18,7 +18,7 @@ import asyncio
 import os
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, TypeVar
 
 from elastic_transport import ConnectionError as TransportConnectionError
@@ -83,6 +83,10 @@ class Connection:
         self._aviews: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, dict[int, AsyncElasticsearch]
         ] = weakref.WeakKeyDictionary()
+        # Each async client's closer (see _closed_with_loop), kept alive beside it.
+        self._closers: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, AsyncGenerator[None, None]
+        ] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
     def _client_kwargs(self) -> dict[str, Any]:
@@ -116,12 +120,14 @@ class Connection:
             return self._client
 
     def aclient(self) -> AsyncElasticsearch:
-        """The async client of the running event loop (made on first use there)."""
+        """The async client of the running event loop (made on first use there, and closed on
+        that loop when it shuts down, unless :meth:`aclose` closed it first)."""
         loop = asyncio.get_running_loop()
         with self._lock:
             client = self._aclients.get(loop)
             if client is None:
                 client = self._aclients[loop] = AsyncElasticsearch(**self._client_kwargs())
+                self._closers[loop] = _closed_with_loop(client)
             return client
 
     def awithin(self, deadline: Deadline) -> AsyncElasticsearch:
@@ -146,10 +152,11 @@ class Connection:
         """Close the async client of the running loop (if one was made)."""
         loop = asyncio.get_running_loop()
         with self._lock:
-            client = self._aclients.pop(loop, None)
+            self._aclients.pop(loop, None)
             self._aviews.pop(loop, None)
-        if client is not None:
-            await client.close()
+            closer = self._closers.pop(loop, None)
+        if closer is not None:
+            await closer.aclose()  # closes the client (see _closed_with_loop)
 
     def within(self, deadline: Deadline, *, single_try: bool = False) -> Elasticsearch:
         """The client with a request timeout no longer than what is left of ``deadline``
@@ -228,20 +235,21 @@ class Connection:
     def close(self) -> None:
         with self._lock:
             self._views.clear()
-            aclients = list(self._aclients.items())
+            closers = list(self._closers.items())
             self._aclients.clear()
             self._aviews.clear()
-            for loop, aclient in aclients:
+            self._closers.clear()
+            for loop, closer in closers:
                 # Closed where that can be done without blocking: on a loop that is not
-                # running (a finished asyncio.run leaves its loop closed, and its sessions go
-                # with it); a running loop's client is closed on that loop.
+                # running; a running loop's client is closed on that loop.  A closed loop's
+                # client was closed when that loop shut down (asyncio.run, asyncio.Runner).
                 try:
                     if loop.is_closed():
                         continue
                     if loop.is_running():
-                        asyncio.run_coroutine_threadsafe(aclient.close(), loop)
+                        asyncio.run_coroutine_threadsafe(closer.aclose(), loop)
                     else:
-                        loop.run_until_complete(aclient.close())
+                        loop.run_until_complete(closer.aclose())
                 except Exception:
                     pass
             if self._client is not None:
@@ -249,3 +257,30 @@ class Connection:
                     self._client.close()
                 finally:
                     self._client = None
+
+
+def _closed_with_loop(client: AsyncElasticsearch) -> AsyncGenerator[None, None]:
+    """An async generator, started on the running loop, whose end closes ``client``.
+
+    A caller that only awaits ops (a framework's async API under ``asyncio.run``) never calls
+    :meth:`Connection.aclose`, and a client left open when its loop is gone leaves its HTTP
+    session and sockets to the garbage collector (``Unclosed client session``).  An event loop
+    finalizes the async generators started on it when it shuts down
+    (``loop.shutdown_asyncgens``, which ``asyncio.run`` and ``asyncio.Runner`` call before
+    closing it), so this one closes the client there, on its own loop.  The caller keeps it:
+    the loop holds its async generators weakly.
+    """
+
+    async def closer() -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            await client.close()
+
+    gen = closer()
+    step = gen.__anext__()  # the running loop's first-iteration hook registers it here
+    try:
+        step.send(None)  # runs to the ``yield`` without awaiting anything
+    except StopIteration:
+        pass
+    return gen
