@@ -17,7 +17,7 @@ import asyncio
 import functools
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from elasticsearch import ApiError
@@ -33,6 +33,7 @@ from indexplug.outcomes import (
     Scanned,
     Searched,
     SearchOutcome,
+    VectorSearchOutcome,
 )
 from indexplug.protocols import Granularity
 
@@ -218,20 +219,39 @@ def _msearch(
 # -- search ---------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ByVector:
+    """A search by the caller's vector (``search_vector``) instead of a text: ``vector`` of
+    embedder ``embedder``, the hits with their stored vectors if ``with_vectors``."""
+
+    vector: np.ndarray
+    embedder: str
+    with_vectors: bool
+
+
 def search_plan(
     cx: Context,
     index: str,
     es_index: str,
-    query: str,
+    query: str | ByVector,
     top_k: int,
     filters: Any,
     deadline: Deadline,
-) -> Plan[SearchOutcome]:
+) -> Plan[VectorSearchOutcome]:
+    """A search by ``query``: a text, through the legs of the backend's mode, or a vector
+    (:class:`ByVector`), through the kNN leg alone (a vector has no text for BM25: in hybrid
+    mode its hits are that one leg's reciprocal ranks, on the ``rrf`` scale)."""
     scale = q.SCALES[cx.mode]
     meta = yield from meta_plan(cx, es_index, deadline)
     if meta is None:
         return IndexEmpty(index=index, backend=cx.name)
-    if cx.opts.embedder:  # may load the model: blocking work, on a thread under asyncio
+    by_vector = query if isinstance(query, ByVector) else None
+    if by_vector is not None:
+        bad = cx.vector_problem(index, meta, by_vector.embedder, int(by_vector.vector.shape[0]))
+        if bad is not None:
+            return bad
+        problem = None
+    elif cx.opts.embedder:  # may load the model: blocking work, on a thread under asyncio
         known = meta
         problem = yield Offload(lambda: cx.embedder_problem(known, writing=False))
     else:
@@ -242,7 +262,18 @@ def search_plan(
     ms = cx.ms(deadline)
     bodies: list[dict[str, Any]] = []
     legs: list[str] = []
-    if cx.mode in ("bm25", "hybrid"):
+    if by_vector is not None:
+        bodies.append(
+            q.knn_body(
+                by_vector.vector,
+                k=window,
+                filters=filters,
+                timeout_ms=ms,
+                vectors=by_vector.with_vectors,
+            )
+        )
+        legs.append("knn")
+    elif isinstance(query, str) and cx.mode in ("bm25", "hybrid"):
         text = query
         if meta.analysis == "client":
             text = " ".join(cx.analysis.terms(query)[: q.MAX_QUERY_TERMS])
@@ -251,8 +282,9 @@ def search_plan(
                 q.lexical_body(meta.search_field, text, size=window, filters=filters, timeout_ms=ms)
             )
             legs.append("bm25")
-    if cx.mode in ("knn", "hybrid"):
-        vector = yield Offload(lambda: cx.embedder().embed_query(query, Granularity.TEXT))
+    if isinstance(query, str) and cx.mode in ("knn", "hybrid"):
+        text = query
+        vector = yield Offload(lambda: cx.embedder().embed_query(text, Granularity.TEXT))
         if np.any(vector):
             bodies.append(q.knn_body(vector, k=window, filters=filters, timeout_ms=ms))
             legs.append("knn")
@@ -298,7 +330,8 @@ def search_plan(
             if count == 0:
                 return IndexEmpty(index=index, backend=cx.name)
         return NoMatch(index=index, backend=cx.name, searched=count)
-    hits = hits_of(found, scale.name, cosine=cx.mode == "knn")
+    with_vectors = by_vector is not None and by_vector.with_vectors
+    hits = hits_of(found, scale.name, cosine=cx.mode == "knn", vectors=with_vectors)
     # The count is a separate search (of the same request, or kept from an earlier one): a
     # write landing between them could make it smaller than the hits; the index held at least
     # as many as it returned.
@@ -322,6 +355,20 @@ def search(
 ) -> SearchOutcome:
     """A search with the blocking client (every request bounded by the deadline, so it stops
     by itself there: the backend claims it for BM25 mode)."""
+    plan = search_plan(cx, index, es_index, query, top_k, filters, deadline)
+    return cast(SearchOutcome, drive(cx, deadline, plan))  # a text: never BAD_REQUEST
+
+
+def search_vector(
+    cx: Context,
+    index: str,
+    es_index: str,
+    query: ByVector,
+    top_k: int,
+    filters: Any,
+    deadline: Deadline,
+) -> VectorSearchOutcome:
+    """A search by vector (:class:`ByVector`) with the blocking client."""
     return drive(cx, deadline, search_plan(cx, index, es_index, query, top_k, filters, deadline))
 
 
@@ -383,11 +430,16 @@ def get_plan(
     )
 
 
-def get_body(ids: Sequence[str], keys: Sequence[str], timeout_ms: int) -> dict[str, Any]:
+def get_body(
+    ids: Sequence[str], keys: Sequence[str], timeout_ms: int, *, vectors: bool = False
+) -> dict[str, Any]:
     """The search of :func:`get_plan`: passages with ``ids`` (inner hits of a nested ``terms``
-    on ``pid``), or every passage of the documents of ``keys``."""
+    on ``pid``), or every passage of the documents of ``keys``; with ``vectors``, each with
+    its stored vector."""
     if ids:
-        query = q.passages_query({"terms": {PID_PATH: list(ids)}}, size=len(ids) + 1)
+        query = q.passages_query(
+            {"terms": {PID_PATH: list(ids)}}, size=len(ids) + 1, vectors=vectors
+        )
         size = len(ids)
     else:
         query = {
@@ -395,7 +447,9 @@ def get_body(ids: Sequence[str], keys: Sequence[str], timeout_ms: int) -> dict[s
                 "filter": [
                     {"ids": {"values": [key_doc_id(k) for k in keys]}},
                     {"terms": {KEY: list(keys)}},
-                    q.passages_query({"match_all": {}}, size=MAX_INNER, score_mode="none"),
+                    q.passages_query(
+                        {"match_all": {}}, size=MAX_INNER, score_mode="none", vectors=vectors
+                    ),
                 ]
             }
         }

@@ -33,7 +33,13 @@ import numpy as np
 import orjson
 from indexplug.outcomes import ScoreScale
 
-from indexplug_elastic.documents import DOCVALUE_FIELDS, STORED_FIELDS, Stored, inner_hits
+from indexplug_elastic.documents import (
+    DOCVALUE_FIELDS,
+    STORED_FIELDS,
+    WITH_VECTORS,
+    Stored,
+    inner_hits,
+)
 from indexplug_elastic.filtering import filter_query
 from indexplug_elastic.mapping import COUNT, PASSAGES, VECTOR_PATH, path
 
@@ -80,14 +86,15 @@ from its inner hits): measured on SciFact, a millisecond less per search at top 
 top 100."""
 
 
-def inner(size: int, *, sort: Any = None) -> dict[str, Any]:
+def inner(size: int, *, sort: Any = None, vectors: bool = False) -> dict[str, Any]:
     """The ``inner_hits`` of a nested leg: ``size`` passages, read from stored fields and doc
-    values (``_source`` off)."""
+    values (``_source`` off); with ``vectors``, their stored vectors too
+    (:data:`~indexplug_elastic.documents.WITH_VECTORS` says why doc values)."""
     out: dict[str, Any] = {
         "size": size,
         "_source": False,
         "stored_fields": STORED_FIELDS,
-        "docvalue_fields": DOCVALUE_FIELDS,
+        "docvalue_fields": WITH_VECTORS if vectors else DOCVALUE_FIELDS,
     }
     if sort is not None:
         out["sort"] = sort
@@ -95,16 +102,21 @@ def inner(size: int, *, sort: Any = None) -> dict[str, Any]:
 
 
 def passages_query(
-    query: dict[str, Any], *, size: int, score_mode: str = "max", sort: Any = None
+    query: dict[str, Any],
+    *,
+    size: int,
+    score_mode: str = "max",
+    sort: Any = None,
+    vectors: bool = False,
 ) -> dict[str, Any]:
     """``query`` (over the nested passages) as a query on the documents, with the passages
-    that matched as inner hits."""
+    that matched as inner hits (with their vectors if ``vectors``)."""
     return {
         "nested": {
             "path": PASSAGES,
             "score_mode": score_mode,
             "query": query,
-            "inner_hits": inner(size, sort=sort),
+            "inner_hits": inner(size, sort=sort, vectors=vectors),
         }
     }
 
@@ -135,9 +147,11 @@ def knn_body(
     k: int,
     filters: Any,
     timeout_ms: int,
+    vectors: bool = False,
 ) -> dict[str, Any]:
     """A ``knn`` query on the passages' vectors inside the nested query (so a filter applies
-    to each passage's own metadata); the candidates per shard bound what it can find."""
+    to each passage's own metadata); the candidates per shard bound what it can find.  With
+    ``vectors``, each inner hit reads its stored vector as well."""
     knn: dict[str, Any] = {
         "field": VECTOR_PATH,
         "query_vector": [float(x) for x in vector],
@@ -148,7 +162,7 @@ def knn_body(
     if clauses:
         knn["filter"] = clauses
     return {
-        "query": passages_query({"knn": knn}, size=k),
+        "query": passages_query({"knn": knn}, size=k, vectors=vectors),
         "size": k,
         **NOTHING_OF_THE_DOCUMENT,
         "track_total_hits": False,
