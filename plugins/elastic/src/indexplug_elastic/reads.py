@@ -262,18 +262,8 @@ def search_plan(
     ms = cx.ms(deadline)
     bodies: list[dict[str, Any]] = []
     legs: list[str] = []
-    if by_vector is not None:
-        bodies.append(
-            q.knn_body(
-                by_vector.vector,
-                k=window,
-                filters=filters,
-                timeout_ms=ms,
-                vectors=by_vector.with_vectors,
-            )
-        )
-        legs.append("knn")
-    elif isinstance(query, str) and cx.mode in ("bm25", "hybrid"):
+    knn_vector: np.ndarray | None = None
+    if isinstance(query, str) and cx.mode in ("bm25", "hybrid"):
         text = query
         if meta.analysis == "client":
             text = " ".join(cx.analysis.terms(query)[: q.MAX_QUERY_TERMS])
@@ -282,12 +272,24 @@ def search_plan(
                 q.lexical_body(meta.search_field, text, size=window, filters=filters, timeout_ms=ms)
             )
             legs.append("bm25")
-    if isinstance(query, str) and cx.mode in ("knn", "hybrid"):
-        text = query
-        vector = yield Offload(lambda: cx.embedder().embed_query(text, Granularity.TEXT))
+    if by_vector is not None:
+        knn_vector = by_vector.vector
+    elif cx.mode in ("knn", "hybrid"):
+        said = str(query)
+        vector = yield Offload(lambda: cx.embedder().embed_query(said, Granularity.TEXT))
         if np.any(vector):
-            bodies.append(q.knn_body(vector, k=window, filters=filters, timeout_ms=ms))
-            legs.append("knn")
+            knn_vector = vector
+    with_vectors = by_vector is not None and by_vector.with_vectors
+    if knn_vector is not None:
+        bodies.append(
+            q.knn_body(knn_vector, k=window, filters=filters, timeout_ms=ms, vectors=with_vectors)
+        )
+        legs.append("knn")
+    # A filtered kNN leg: how many passages pass the filter, in the same round trip (few
+    # enough, and they are scored exactly; see ``search.knn_body``).
+    exact = knn_vector is not None and bool(q.filter_clauses(filters))
+    if exact:
+        bodies.append(q.filtered_count_body(filters, ms))
     # The passage count rides along as one more search of the same round trip, unless this
     # process counted less than ``count_ttl_s`` ago and has not written since.
     key = cx.count_key(es_index)
@@ -309,12 +311,27 @@ def search_plan(
     else:
         assert kept is not None
         count = kept
+    ranked_legs = [q.ranked(answers[i], window) for i in range(len(legs))]
+    if exact:
+        passing = q.filtered_count_of(answers.pop())
+        if passing <= q.EXACT_MAX:
+            scored: list[Stored] = []
+            if passing:
+                body = [q.exact_body(filters, size=passing, timeout_ms=cx.ms(deadline))]
+                every = yield Sub(
+                    lambda: _msearch(cx, index, es_index, body, deadline),
+                    lambda: msearch_plan(cx, index, es_index, body, deadline),
+                )
+                if not isinstance(every, list):
+                    return every  # type: ignore[no-any-return]
+                assert knn_vector is not None
+                scored = q.nearest(every[0], knn_vector, window)
+            ranked_legs[legs.index("knn")] = scored
     found: list[Stored] = []
     if cx.mode == "hybrid":
-        ranked_legs = [q.ranked(answers[i], window) for i in range(len(legs))]
         found = q.rrf(ranked_legs, k=cx.opts.rrf_k, top_k=top_k)
     elif legs:
-        found = q.ranked(answers[0], top_k)
+        found = ranked_legs[0][:top_k]
     if not found:
         if not counting:
             # a kept count never decides an answer: empty or nothing matched, counted now
@@ -330,7 +347,6 @@ def search_plan(
             if count == 0:
                 return IndexEmpty(index=index, backend=cx.name)
         return NoMatch(index=index, backend=cx.name, searched=count)
-    with_vectors = by_vector is not None and by_vector.with_vectors
     hits = hits_of(found, scale.name, cosine=cx.mode == "knn", vectors=with_vectors)
     # The count is a separate search (of the same request, or kept from an earlier one): a
     # write landing between them could make it smaller than the hits; the index held at least

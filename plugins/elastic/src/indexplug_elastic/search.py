@@ -39,6 +39,7 @@ from indexplug_elastic.documents import (
     WITH_VECTORS,
     Stored,
     inner_hits,
+    vector_of,
 )
 from indexplug_elastic.filtering import filter_query
 from indexplug_elastic.mapping import COUNT, PASSAGES, VECTOR_PATH, path
@@ -149,25 +150,105 @@ def knn_body(
     timeout_ms: int,
     vectors: bool = False,
 ) -> dict[str, Any]:
-    """A ``knn`` query on the passages' vectors inside the nested query (so a filter applies
-    to each passage's own metadata); the candidates per shard bound what it can find.  With
-    ``vectors``, each inner hit reads its stored vector as well."""
+    """A ``knn`` query on the passages' vectors inside the nested query; the candidates per
+    shard bound what it can find.  With ``vectors``, each inner hit reads its stored vector
+    as well.
+
+    A filter is a *post*-filter on the passages the ``knn`` found (a ``bool`` around it), with
+    four times the candidates: Elasticsearch 8 applies a nested ``knn``'s own ``filter`` to
+    the parent documents only (a filter on a passage's metadata matches nothing there), and
+    its nested ``knn`` keeps each document's nearest passage, so a passage whose nearer
+    sibling fails the filter is not found this way.  :func:`filtered_count_body` and
+    :func:`exact_body` make filtered searches exact whenever at most :data:`EXACT_MAX`
+    passages pass the filter; this body answers the rest."""
+    clauses = filter_clauses(filters)
+    wanted = min(MAX_KNN, max(4 * k, 100)) if clauses else k
     knn: dict[str, Any] = {
         "field": VECTOR_PATH,
         "query_vector": [float(x) for x in vector],
-        "k": k,
-        "num_candidates": min(10_000, max(k, 2 * k, 100)),
+        "k": wanted,
+        "num_candidates": min(MAX_KNN, max(wanted, 2 * wanted, 100)),
     }
-    clauses = filter_clauses(filters)
+    query: dict[str, Any] = {"knn": knn}
     if clauses:
-        knn["filter"] = clauses
+        query = {"bool": {"must": [query], "filter": clauses}}
     return {
-        "query": passages_query({"knn": knn}, size=k, vectors=vectors),
+        "query": passages_query(query, size=k, vectors=vectors),
         "size": k,
         **NOTHING_OF_THE_DOCUMENT,
         "track_total_hits": False,
         "timeout": f"{timeout_ms}ms",
     }
+
+
+MAX_KNN = 10_000
+"""Elasticsearch's largest ``k`` and ``num_candidates``."""
+
+EXACT_MAX = 1_000
+"""A filtered kNN leg is scored exactly, on the client, when at most this many passages pass
+the filter: their vectors and records come back in one search (a few megabytes at most)."""
+
+FILTERED = "filtered"
+
+
+def filtered_count_body(filters: Any, timeout_ms: int) -> dict[str, Any]:
+    """How many passages pass ``filters`` (a ``nested`` aggregation of the passages with a
+    ``filter`` one inside): whether :func:`exact_body` can score them all."""
+    clauses = filter_clauses(filters)
+    return {
+        "size": 0,
+        "track_total_hits": False,
+        "aggs": {
+            FILTERED: {
+                "nested": {"path": PASSAGES},
+                "aggs": {FILTERED: {"filter": {"bool": {"filter": clauses}}}},
+            }
+        },
+        "timeout": f"{timeout_ms}ms",
+    }
+
+
+def filtered_count_of(answer: Mapping[str, Any]) -> int:
+    """The passage count of a :func:`filtered_count_body` answer."""
+    aggs = (answer.get("aggregations") or {}).get(FILTERED) or {}
+    return int((aggs.get(FILTERED) or {}).get("doc_count") or 0)
+
+
+def exact_body(filters: Any, *, size: int, timeout_ms: int) -> dict[str, Any]:
+    """Every passage passing ``filters`` (``size`` of them: their count), each with its
+    record and its stored vector, for :func:`nearest` to score exactly."""
+    clauses = filter_clauses(filters)
+    return {
+        "query": passages_query(
+            {"bool": {"filter": clauses}}, size=size, score_mode="none", vectors=True
+        ),
+        "size": size,
+        **NOTHING_OF_THE_DOCUMENT,
+        "track_total_hits": False,
+        "timeout": f"{timeout_ms}ms",
+    }
+
+
+def nearest(response: Mapping[str, Any], vector: np.ndarray, k: int) -> list[Stored]:
+    """The ``k`` passages of an :func:`exact_body` answer nearest ``vector`` by cosine, scored
+    as Elasticsearch scores a kNN hit, ``(1 + cosine) / 2`` (a passage stored without a vector
+    is not among them, as in the HNSW graph)."""
+    query = np.asarray(vector, dtype=np.float64)
+    query = query / (float(np.linalg.norm(query)) or 1.0)
+    scored: list[tuple[float, str, Stored]] = []
+    for hit in response["hits"]["hits"]:
+        for s in inner_hits(hit):
+            stored = vector_of(s)
+            if stored is None:
+                continue
+            v = np.asarray(stored, dtype=np.float64)
+            norm = float(np.linalg.norm(v))
+            if norm == 0.0:
+                continue
+            cosine = float(np.dot(v, query)) / norm
+            scored.append((-(1.0 + cosine) / 2.0, s.pid, s))
+    scored.sort(key=lambda t: t[:2])
+    return [Stored(s.pid, -neg, s.fields) for neg, _, s in scored[:k]]
 
 
 def count_body(timeout_ms: int) -> dict[str, Any]:
