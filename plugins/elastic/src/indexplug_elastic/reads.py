@@ -285,6 +285,10 @@ def search_plan(
             q.knn_body(knn_vector, k=window, filters=filters, timeout_ms=ms, vectors=with_vectors)
         )
         legs.append("knn")
+    # Legs fused from two searches answer their documents' versions (see ``search.untorn``).
+    torn = len(legs) > 1
+    if torn:
+        bodies = [q.versioned(b) for b in bodies]
     # A filtered kNN leg: how many passages pass the filter, in the same round trip (few
     # enough, and they are scored exactly; see ``search.knn_body``).
     exact = knn_vector is not None and bool(q.filter_clauses(filters))
@@ -311,6 +315,7 @@ def search_plan(
     else:
         assert kept is not None
         count = kept
+    leg_answers = answers[: len(legs)]
     ranked_legs = [q.ranked(answers[i], window) for i in range(len(legs))]
     if exact:
         passing = q.filtered_count_of(answers.pop())
@@ -318,6 +323,8 @@ def search_plan(
             scored: list[Stored] = []
             if passing:
                 body = [q.exact_body(filters, size=passing, timeout_ms=cx.ms(deadline))]
+                if torn:
+                    body = [q.versioned(body[0])]
                 every = yield Sub(
                     lambda: _msearch(cx, index, es_index, body, deadline),
                     lambda: msearch_plan(cx, index, es_index, body, deadline),
@@ -326,7 +333,10 @@ def search_plan(
                     return every  # type: ignore[no-any-return]
                 assert knn_vector is not None
                 scored = q.nearest(every[0], knn_vector, window)
+                leg_answers[legs.index("knn")] = every[0]
             ranked_legs[legs.index("knn")] = scored
+    if torn:
+        ranked_legs = q.untorn(leg_answers, ranked_legs)
     found: list[Stored] = []
     if cx.mode == "hybrid":
         found = q.rrf(ranked_legs, k=cx.opts.rrf_k, top_k=top_k)
