@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from indexplug_elastic.analysis import ENGLISH_STOP_WORDS, EnglishAnalysis
 from indexplug_elastic.documents import Stored
-from indexplug_elastic.search import rrf
+from indexplug_elastic.search import ranked, rrf, untorn
 
 
 def test_stems_possessives_and_stop_words() -> None:
@@ -69,3 +69,44 @@ def test_rrf_adds_reciprocal_ranks_never_scores() -> None:
     assert fused[1].score == 1 / 63 + 1 / 61
     assert fused[2].score == 1 / 62
     assert [r.pid for r in rrf([bm25, knn], k=60, top_k=1)] == ["a"]
+
+
+def _leg(*docs: tuple[str, int, list[str]]) -> dict[str, object]:
+    """A nested leg's answer: documents (``_id``, ``_seq_no``) and their passages' ids."""
+    return {
+        "hits": {
+            "hits": [
+                {
+                    "_id": doc,
+                    "_seq_no": seq,
+                    "inner_hits": {
+                        "passages": {
+                            "hits": {
+                                "hits": [
+                                    {"_score": 1.0 - n / 10, "fields": {"passages.pid": [pid]}}
+                                    for n, pid in enumerate(pids)
+                                ]
+                            }
+                        }
+                    },
+                }
+                for doc, seq, pids in docs
+            ]
+        }
+    }
+
+
+def test_fused_legs_answer_one_version_of_each_document() -> None:
+    """The two legs of a hybrid search are two searches: a key replaced between them shows
+    the BM25 leg its old document (seq 4) and the kNN leg its new one (seq 7).  Only the
+    newest version's passages are fused; a document one leg alone saw is kept as it is."""
+    bm25 = _leg(("k1", 4, ["old-1", "old-2"]), ("loose", 2, ["p"]))
+    knn = _leg(("k1", 7, ["new-1"]), ("other", 1, ["q"]))
+    legs = [ranked(bm25, 10), ranked(knn, 10)]
+    kept = untorn([bm25, knn], legs)
+    assert [[s.pid for s in leg] for leg in kept] == [["p"], ["new-1", "q"]]
+    same = _leg(("k1", 7, ["new-1"]))
+    assert untorn([knn, same], [ranked(knn, 10), ranked(same, 10)]) == [
+        ranked(knn, 10),
+        ranked(same, 10),
+    ]

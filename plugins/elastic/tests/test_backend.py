@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -441,3 +442,31 @@ def test_a_shard_that_started_under_a_search_is_asked_again(
     out = g.search("race", "item1")
     assert isinstance(out, Searched) and out.hits[0].passage.source.uri == "mem://doc/1", out
     assert len(calls) == 2
+
+
+def test_hybrid_legs_answer_their_documents_versions(
+    make_single: BackendMaker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The two legs of a hybrid search are two searches; each answers its documents' ``_id``
+    and sequence number, which ``search.untorn`` needs to answer a key in one version."""
+    from elasticsearch import Elasticsearch
+
+    g = make_single(embedder="hashing:default")
+    ps = corpus(6)
+    assert isinstance(g.add("h", ps), Indexed)
+    seen: list[Any] = []
+    real = Elasticsearch.msearch
+
+    def spy(self: Elasticsearch, **kw: Any) -> Any:
+        answer = real(self, **kw)
+        seen.append(answer)
+        return answer
+
+    monkeypatch.setattr(Elasticsearch, "msearch", spy)
+    for filters in (None, {"even": True}):
+        out = g.search("h", "alpha item2", top_k=3, filters=filters)
+        assert isinstance(out, Searched) and out.hits[0].passage == ps[2]
+    legs = [r for answer in seen for r in answer["responses"] if r["hits"]["hits"]]
+    assert len(legs) >= 4  # two legs a search (the filtered kNN leg scored exactly)
+    for leg in legs:
+        assert all("_id" in h and isinstance(h.get("_seq_no"), int) for h in leg["hits"]["hits"])

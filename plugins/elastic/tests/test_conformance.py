@@ -1,4 +1,6 @@
-"""The conformance kit against a real single node and a real two-node cluster.
+"""The conformance kit against a real single node and a real two-node cluster, BM25 only
+(no embedder), and with an embedder (the model-free ``hashing:default``): hybrid mode on the
+single node, kNN mode on the pair, where the backend claims ``vectors`` too.
 
 Making the backend unavailable stops the node(s); restoring starts them all again on the same
 ports and data and waits for green, so the outage check also proves that the *same* backend
@@ -10,6 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from indexplug import Guard
@@ -30,6 +33,7 @@ from indexplug.testing import (
     PersistenceConformance,
     ScanConformance,
     SeparateRecordsConformance,
+    VectorsConformance,
 )
 from indexplug_elastic.backend import ElasticBackend
 from indexplug_elastic.testing.server import EsCluster
@@ -51,14 +55,17 @@ class _ElasticConformance(
     OutageConformance,
     SeparateRecordsConformance,
 ):
-    """Shared by both topologies; a subclass says which cluster (``cluster`` fixture)."""
+    """Shared by both topologies; a subclass says which cluster (``cluster`` fixture) and may
+    add options (``extra``: an embedder and a mode)."""
+
+    extra: ClassVar[dict[str, object]] = {}
 
     @pytest.fixture
     def options(
         self, cluster: EsCluster, es_cleanup: Callable[[EsCluster, str], None]
     ) -> Iterator[dict[str, object]]:
         prefix = f"kit{uuid.uuid4().hex[:8]}-"
-        yield {"hosts": cluster.urls, "prefix": prefix}
+        yield {"hosts": cluster.urls, "prefix": prefix, **self.extra}
         es_cleanup(cluster, prefix)
 
     @pytest.fixture
@@ -95,6 +102,27 @@ class TestSingleNodeConformance(_ElasticConformance):
 
 
 class TestTwoNodeClusterConformance(_ElasticConformance):
+    @pytest.fixture
+    def cluster(self, es_pair: EsCluster) -> EsCluster:
+        return es_pair
+
+
+class TestSingleNodeHybridConformance(_ElasticConformance, VectorsConformance):
+    """Hybrid mode (BM25 and kNN fused): the kit with vectors; a search by vector is the kNN
+    leg alone, on the ``rrf`` scale."""
+
+    extra: ClassVar[dict[str, object]] = {"embedder": "hashing:default", "mode": "hybrid"}
+
+    @pytest.fixture
+    def cluster(self, es_single: EsCluster) -> EsCluster:
+        return es_single
+
+
+class TestTwoNodeKnnConformance(_ElasticConformance, VectorsConformance):
+    """kNN mode on the pair: the kit with vectors, on the ``cosine`` scale."""
+
+    extra: ClassVar[dict[str, object]] = {"embedder": "hashing:default", "mode": "knn"}
+
     @pytest.fixture
     def cluster(self, es_pair: EsCluster) -> EsCluster:
         return es_pair

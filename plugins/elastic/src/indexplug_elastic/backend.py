@@ -21,8 +21,9 @@ an ``INDEXED`` answer means a search started afterwards sees the passages.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
+import numpy as np
 import orjson
 from elasticsearch import ApiError
 from indexplug.deadlines import Deadline
@@ -38,9 +39,11 @@ from indexplug.outcomes import (
     ScanOutcome,
     SearchOutcome,
     StatusOutcome,
+    VectorAddOutcome,
+    VectorSearchOutcome,
 )
 from indexplug.passages import Passage
-from indexplug.protocols import Capabilities, Embedder, Granularity, Readiness
+from indexplug.protocols import Capabilities, Embedder, Granularity, Readiness, Vector
 
 from indexplug_elastic import migrate, reads, writes
 from indexplug_elastic.connection import Connection
@@ -103,6 +106,10 @@ class ElasticBackend:
             multiprocess_writers=True,
             server=True,
             dense=self.opts.embedder is not None,
+            # The vector interface (add_vectors, search_vector, with_vectors): kNN and hybrid
+            # modes, whose indexes hold one dense_vector per passage.  Not in bm25 mode, whose
+            # score scale (es_bm25) a search by vector cannot answer on.
+            vectors=self.opts.embedder is not None and self.mode != "bm25",
             # A passage's record (text, prov in _source) is apart from what searches match
             # (the terms postings, the vector): a document found without its record is
             # INDEX_FAILED (documents.RecordLost), held by the kit's integrity.rows.
@@ -182,14 +189,89 @@ class ElasticBackend:
     ) -> AddOutcome:
         es_index = self._cx.es_index(index)
         try:
-            return self._guarded(
+            out = self._guarded(
                 index,
                 "adding",
                 deadline,
                 lambda: writes.add(self._cx, index, es_index, passages, max_bytes, deadline),
             )
+            return cast(AddOutcome, out)  # without vectors given: never BAD_REQUEST
         finally:
             self._cx.forget_count(es_index)  # even a failed add may have stored some
+
+    # -- the vector interface (Capabilities.vectors: kNN and hybrid modes) ----------------
+    def vector_space(self) -> tuple[str, int]:
+        """The configured embedder's name and dimension (recorded in ``_meta`` with every
+        index this backend creates; an index recording another is refused by every op)."""
+        emb = self._cx.embedder()
+        return emb.name, int(emb.dim)
+
+    def query_vector(self, text: str) -> Vector:
+        """The configured embedder's query vector of ``text``: the one a kNN leg searches by."""
+        return self._cx.embedder().embed_query(text, Granularity.TEXT)
+
+    def add_vectors(
+        self,
+        index: str,
+        passages: Sequence[Passage],
+        vectors: Sequence[Vector],
+        *,
+        embedder: str,
+        max_bytes: int | None,
+        deadline: Deadline,
+    ) -> VectorAddOutcome:
+        """``add``, with ``vectors[i]`` written as passage ``i``'s ``dense_vector`` instead
+        of one the embedder makes: the same bulk write, keys, budget and rollback.  A passage
+        already stored is *known* and keeps its vector (a key written again keeps the vectors
+        of the passages it held).  Vectors of another embedder than the index records answer
+        ``BadRequest`` (field ``embedder``) before anything is written."""
+        es_index = self._cx.es_index(index)
+        given = writes.Given(
+            vectors={
+                p.id: np.asarray(v, dtype=np.float32)
+                for p, v in zip(passages, vectors, strict=True)
+            },
+            embedder=embedder,
+            dim=int(np.asarray(vectors[0]).shape[0]) if len(vectors) else None,
+        )
+        try:
+            return self._guarded(
+                index,
+                "adding",
+                deadline,
+                lambda: writes.add(self._cx, index, es_index, passages, max_bytes, deadline, given),
+            )
+        finally:
+            self._cx.forget_count(es_index)
+
+    def search_vector(
+        self,
+        index: str,
+        vector: Vector,
+        *,
+        top_k: int,
+        embedder: str,
+        with_vectors: bool,
+        deadline: Deadline,
+        filters: Any = None,
+    ) -> VectorSearchOutcome:
+        """The ``top_k`` passages nearest ``vector`` by the kNN leg alone, with the outcomes
+        of ``search`` (a fresh count decides ``NO_MATCH`` from ``INDEX_EMPTY``).  In hybrid
+        mode a vector has no text for BM25: the hits are the kNN leg's reciprocal ranks (the
+        ``rrf`` scale of that one leg).  With ``with_vectors`` each hit carries its stored
+        vector, read by the same search (doc values of ``passages.vector``)."""
+        es_index = self._cx.es_index(index)
+        query = reads.ByVector(
+            vector=np.asarray(vector, dtype=np.float32),
+            embedder=embedder,
+            with_vectors=with_vectors,
+        )
+        return self._guarded(
+            index,
+            "searching",
+            deadline,
+            lambda: reads.search_vector(self._cx, index, es_index, query, top_k, filters, deadline),
+        )
 
     def search(
         self,
@@ -220,12 +302,13 @@ class ElasticBackend:
         """:meth:`search` on the event loop (``AsyncElasticsearch``; a query embedding on a
         thread)."""
         es_index = self._cx.es_index(index)
-        return await self._aguarded(
+        out = await self._aguarded(
             index,
             "searching",
             deadline,
             lambda: reads.search_plan(self._cx, index, es_index, query, top_k, filters, deadline),
         )
+        return cast(SearchOutcome, out)  # a text search: never BAD_REQUEST
 
     def get(
         self, index: str, ids: Sequence[str], *, keys: Sequence[str] = (), deadline: Deadline

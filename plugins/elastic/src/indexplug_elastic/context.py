@@ -16,7 +16,7 @@ from elasticsearch import ApiError, Elasticsearch
 from indexplug.counts import CountCache
 from indexplug.deadlines import Deadline
 from indexplug.names import validate_index_name
-from indexplug.outcomes import IndexFailed
+from indexplug.outcomes import BadRequest, IndexFailed
 from indexplug.protocols import Embedder
 
 from indexplug_elastic.analysis import EnglishAnalysis
@@ -256,6 +256,27 @@ class Context:
                 "be compared"
             )
         return None
+
+    def vector_problem(
+        self, index: str, meta: IndexMeta, embedder: str, dim: int | None
+    ) -> BadRequest | None:
+        """``BadRequest`` (field ``embedder``) when the caller's vectors, of ``embedder`` and
+        ``dim`` numbers (None: no vectors, an empty write), are not of the embedder the index
+        records (or the index holds no vectors at all): vectors of two models are never mixed
+        in one index or compared."""
+        if meta.embedder is None:
+            reason = (
+                f"index '{index}' was made without an embedder and holds no vectors; vectors "
+                f"of {embedder} cannot be added to it or searched in it"
+            )
+        elif meta.embedder != embedder or dim not in (None, meta.dim):
+            reason = (
+                f"index '{index}' holds vectors of embedder {meta.embedder} (dim {meta.dim}), "
+                f"not of {embedder}" + (f" (dim {dim})" if dim is not None else "")
+            )
+        else:
+            return None
+        return BadRequest(index=index, backend=self.name, field="embedder", reason=reason)
 
     @staticmethod
     def being_created(client: Elasticsearch, es_index: str) -> bool:

@@ -46,11 +46,21 @@ from indexplug_elastic.mapping import (
     TEXT,
     TEXT_PATH,
     VECTOR,
+    VECTOR_PATH,
 )
 
 STORED_FIELDS = [TEXT_PATH, PROV_PATH]
 """What an inner hit reads: the record's stored fields (never the nested ``_source``)."""
 DOCVALUE_FIELDS = [PID_PATH]
+WITH_VECTORS = [PID_PATH, VECTOR_PATH]
+"""What an inner hit reads when the passages' stored vectors are wanted as well.
+
+The vector comes from ``docvalue_fields``: Elasticsearch 8.x answers a ``dense_vector``'s
+doc values with the float32 vector Lucene keeps for its HNSW graph (the full-precision
+``hnsw`` option: the numbers as written).  ``_source`` and the ``fields`` option cannot give it
+back: both read ``_source``, which leaves the passages out (see
+:mod:`~indexplug_elastic.mapping`), and parsing it for every inner hit is what the stored
+fields avoid.  A passage stored without a vector (a zero vector) has none."""
 
 
 def key_doc_id(key: str) -> str:
@@ -140,6 +150,14 @@ def inner_hits(hit: Mapping[str, Any]) -> list[Stored]:
     return out
 
 
+def vector_of(stored: Stored) -> tuple[float, ...] | None:
+    """The stored vector an inner hit read (``WITH_VECTORS``), or None when it has none."""
+    value = _first(stored.fields, VECTOR_PATH)
+    if not isinstance(value, list) or not value:
+        return None
+    return tuple(float(x) for x in value)
+
+
 def record_of(stored: Stored) -> Passage:
     """The passage an inner hit's stored fields record (not checked: the guard checks it);
     :class:`RecordLost` when it holds no record."""
@@ -153,16 +171,21 @@ def record_of(stored: Stored) -> Passage:
     return passage_from_provenance(stored.pid, text, prov)
 
 
-def hits_of(ranked: Iterable[Stored], scale: str, *, cosine: bool = False) -> list[Hit]:
+def hits_of(
+    ranked: Iterable[Stored], scale: str, *, cosine: bool = False, vectors: bool = False
+) -> list[Hit]:
     """Hits ranked 1, 2, ... from passages best first, each rebuilt without checking its id
     or digest (the guard compares both with the content, so a passage altered behind our back
-    is reported, not served); kNN's ``(1 + cosine) / 2`` turned back into the cosine."""
+    is reported, not served); kNN's ``(1 + cosine) / 2`` turned back into the cosine; with
+    ``vectors``, each with the stored vector its inner hit read (the guard refuses a hit
+    without one)."""
     return [
         Hit.from_stored(
             rank=rank,
             score=cosine_of(s.score) if cosine else s.score,
             score_scale=scale,
             passage=record_of(s),
+            vector=vector_of(s) if vectors else None,
         )
         for rank, s in enumerate(ranked, start=1)
     ]

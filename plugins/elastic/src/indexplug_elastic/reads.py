@@ -17,7 +17,7 @@ import asyncio
 import functools
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from elasticsearch import ApiError
@@ -33,6 +33,7 @@ from indexplug.outcomes import (
     Scanned,
     Searched,
     SearchOutcome,
+    VectorSearchOutcome,
 )
 from indexplug.protocols import Granularity
 
@@ -218,20 +219,39 @@ def _msearch(
 # -- search ---------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ByVector:
+    """A search by the caller's vector (``search_vector``) instead of a text: ``vector`` of
+    embedder ``embedder``, the hits with their stored vectors if ``with_vectors``."""
+
+    vector: np.ndarray
+    embedder: str
+    with_vectors: bool
+
+
 def search_plan(
     cx: Context,
     index: str,
     es_index: str,
-    query: str,
+    query: str | ByVector,
     top_k: int,
     filters: Any,
     deadline: Deadline,
-) -> Plan[SearchOutcome]:
+) -> Plan[VectorSearchOutcome]:
+    """A search by ``query``: a text, through the legs of the backend's mode, or a vector
+    (:class:`ByVector`), through the kNN leg alone (a vector has no text for BM25: in hybrid
+    mode its hits are that one leg's reciprocal ranks, on the ``rrf`` scale)."""
     scale = q.SCALES[cx.mode]
     meta = yield from meta_plan(cx, es_index, deadline)
     if meta is None:
         return IndexEmpty(index=index, backend=cx.name)
-    if cx.opts.embedder:  # may load the model: blocking work, on a thread under asyncio
+    by_vector = query if isinstance(query, ByVector) else None
+    if by_vector is not None:
+        bad = cx.vector_problem(index, meta, by_vector.embedder, int(by_vector.vector.shape[0]))
+        if bad is not None:
+            return bad
+        problem = None
+    elif cx.opts.embedder:  # may load the model: blocking work, on a thread under asyncio
         known = meta
         problem = yield Offload(lambda: cx.embedder_problem(known, writing=False))
     else:
@@ -242,7 +262,8 @@ def search_plan(
     ms = cx.ms(deadline)
     bodies: list[dict[str, Any]] = []
     legs: list[str] = []
-    if cx.mode in ("bm25", "hybrid"):
+    knn_vector: np.ndarray | None = None
+    if isinstance(query, str) and cx.mode in ("bm25", "hybrid"):
         text = query
         if meta.analysis == "client":
             text = " ".join(cx.analysis.terms(query)[: q.MAX_QUERY_TERMS])
@@ -251,11 +272,28 @@ def search_plan(
                 q.lexical_body(meta.search_field, text, size=window, filters=filters, timeout_ms=ms)
             )
             legs.append("bm25")
-    if cx.mode in ("knn", "hybrid"):
-        vector = yield Offload(lambda: cx.embedder().embed_query(query, Granularity.TEXT))
+    if by_vector is not None:
+        knn_vector = by_vector.vector
+    elif cx.mode in ("knn", "hybrid"):
+        said = str(query)
+        vector = yield Offload(lambda: cx.embedder().embed_query(said, Granularity.TEXT))
         if np.any(vector):
-            bodies.append(q.knn_body(vector, k=window, filters=filters, timeout_ms=ms))
-            legs.append("knn")
+            knn_vector = vector
+    with_vectors = by_vector is not None and by_vector.with_vectors
+    if knn_vector is not None:
+        bodies.append(
+            q.knn_body(knn_vector, k=window, filters=filters, timeout_ms=ms, vectors=with_vectors)
+        )
+        legs.append("knn")
+    # Legs fused from two searches answer their documents' versions (see ``search.untorn``).
+    torn = len(legs) > 1
+    if torn:
+        bodies = [q.versioned(b) for b in bodies]
+    # A filtered kNN leg: how many passages pass the filter, in the same round trip (few
+    # enough, and they are scored exactly; see ``search.knn_body``).
+    exact = knn_vector is not None and bool(q.filter_clauses(filters))
+    if exact:
+        bodies.append(q.filtered_count_body(filters, ms))
     # The passage count rides along as one more search of the same round trip, unless this
     # process counted less than ``count_ttl_s`` ago and has not written since.
     key = cx.count_key(es_index)
@@ -277,12 +315,33 @@ def search_plan(
     else:
         assert kept is not None
         count = kept
+    leg_answers = answers[: len(legs)]
+    ranked_legs = [q.ranked(answers[i], window) for i in range(len(legs))]
+    if exact:
+        passing = q.filtered_count_of(answers.pop())
+        if passing <= q.EXACT_MAX:
+            scored: list[Stored] = []
+            if passing:
+                body = [q.exact_body(filters, size=passing, timeout_ms=cx.ms(deadline))]
+                if torn:
+                    body = [q.versioned(body[0])]
+                every = yield Sub(
+                    lambda: _msearch(cx, index, es_index, body, deadline),
+                    lambda: msearch_plan(cx, index, es_index, body, deadline),
+                )
+                if not isinstance(every, list):
+                    return every  # type: ignore[no-any-return]
+                assert knn_vector is not None
+                scored = q.nearest(every[0], knn_vector, window)
+                leg_answers[legs.index("knn")] = every[0]
+            ranked_legs[legs.index("knn")] = scored
+    if torn:
+        ranked_legs = q.untorn(leg_answers, ranked_legs)
     found: list[Stored] = []
     if cx.mode == "hybrid":
-        ranked_legs = [q.ranked(answers[i], window) for i in range(len(legs))]
         found = q.rrf(ranked_legs, k=cx.opts.rrf_k, top_k=top_k)
     elif legs:
-        found = q.ranked(answers[0], top_k)
+        found = ranked_legs[0][:top_k]
     if not found:
         if not counting:
             # a kept count never decides an answer: empty or nothing matched, counted now
@@ -298,7 +357,7 @@ def search_plan(
             if count == 0:
                 return IndexEmpty(index=index, backend=cx.name)
         return NoMatch(index=index, backend=cx.name, searched=count)
-    hits = hits_of(found, scale.name, cosine=cx.mode == "knn")
+    hits = hits_of(found, scale.name, cosine=cx.mode == "knn", vectors=with_vectors)
     # The count is a separate search (of the same request, or kept from an earlier one): a
     # write landing between them could make it smaller than the hits; the index held at least
     # as many as it returned.
@@ -322,6 +381,20 @@ def search(
 ) -> SearchOutcome:
     """A search with the blocking client (every request bounded by the deadline, so it stops
     by itself there: the backend claims it for BM25 mode)."""
+    plan = search_plan(cx, index, es_index, query, top_k, filters, deadline)
+    return cast(SearchOutcome, drive(cx, deadline, plan))  # a text: never BAD_REQUEST
+
+
+def search_vector(
+    cx: Context,
+    index: str,
+    es_index: str,
+    query: ByVector,
+    top_k: int,
+    filters: Any,
+    deadline: Deadline,
+) -> VectorSearchOutcome:
+    """A search by vector (:class:`ByVector`) with the blocking client."""
     return drive(cx, deadline, search_plan(cx, index, es_index, query, top_k, filters, deadline))
 
 
@@ -383,11 +456,16 @@ def get_plan(
     )
 
 
-def get_body(ids: Sequence[str], keys: Sequence[str], timeout_ms: int) -> dict[str, Any]:
+def get_body(
+    ids: Sequence[str], keys: Sequence[str], timeout_ms: int, *, vectors: bool = False
+) -> dict[str, Any]:
     """The search of :func:`get_plan`: passages with ``ids`` (inner hits of a nested ``terms``
-    on ``pid``), or every passage of the documents of ``keys``."""
+    on ``pid``), or every passage of the documents of ``keys``; with ``vectors``, each with
+    its stored vector."""
     if ids:
-        query = q.passages_query({"terms": {PID_PATH: list(ids)}}, size=len(ids) + 1)
+        query = q.passages_query(
+            {"terms": {PID_PATH: list(ids)}}, size=len(ids) + 1, vectors=vectors
+        )
         size = len(ids)
     else:
         query = {
@@ -395,7 +473,9 @@ def get_body(ids: Sequence[str], keys: Sequence[str], timeout_ms: int) -> dict[s
                 "filter": [
                     {"ids": {"values": [key_doc_id(k) for k in keys]}},
                     {"terms": {KEY: list(keys)}},
-                    q.passages_query({"match_all": {}}, size=MAX_INNER, score_mode="none"),
+                    q.passages_query(
+                        {"match_all": {}}, size=MAX_INNER, score_mode="none", vectors=vectors
+                    ),
                 ]
             }
         }

@@ -33,7 +33,14 @@ import numpy as np
 import orjson
 from indexplug.outcomes import ScoreScale
 
-from indexplug_elastic.documents import DOCVALUE_FIELDS, STORED_FIELDS, Stored, inner_hits
+from indexplug_elastic.documents import (
+    DOCVALUE_FIELDS,
+    STORED_FIELDS,
+    WITH_VECTORS,
+    Stored,
+    inner_hits,
+    vector_of,
+)
 from indexplug_elastic.filtering import filter_query
 from indexplug_elastic.mapping import COUNT, PASSAGES, VECTOR_PATH, path
 
@@ -80,14 +87,55 @@ from its inner hits): measured on SciFact, a millisecond less per search at top 
 top 100."""
 
 
-def inner(size: int, *, sort: Any = None) -> dict[str, Any]:
+def versioned(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` answering each document's ``_id`` and sequence number, for :func:`untorn`."""
+    out = {k: v for k, v in body.items() if k != "stored_fields"}
+    out.update(_source=False, seq_no_primary_term=True)
+    return out
+
+
+def untorn(
+    answers: Sequence[Mapping[str, Any]], legs: Sequence[list[Stored]]
+) -> list[list[Stored]]:
+    """``legs`` (ranked from ``answers``, of :func:`versioned` bodies) with every passage of
+    a document version older than one another leg saw left out.
+
+    The legs of a hybrid search are searches of their own: a refresh between them (a key
+    replaced meanwhile) can show one leg the old version of a key's document and the other
+    the new one, and fusing them would answer passages of both versions.  Each key is then
+    answered in its newest version seen, so no search sees two versions of a key."""
+    owners: list[dict[str, tuple[str, int]]] = []
+    newest: dict[str, int] = {}
+    for answer in answers:
+        owner: dict[str, tuple[str, int]] = {}
+        for hit in answer["hits"]["hits"]:
+            doc, seq = hit.get("_id"), hit.get("_seq_no")
+            if doc is None or seq is None:
+                continue
+            newest[doc] = max(newest.get(doc, seq), seq)
+            for s in inner_hits(hit):
+                owner[s.pid] = (doc, seq)
+        owners.append(owner)
+    out: list[list[Stored]] = []
+    for owner, leg in zip(owners, legs, strict=True):
+        kept = []
+        for s in leg:
+            doc, seq = owner.get(s.pid, ("", 0))
+            if seq >= newest.get(doc, seq):
+                kept.append(s)
+        out.append(kept)
+    return out
+
+
+def inner(size: int, *, sort: Any = None, vectors: bool = False) -> dict[str, Any]:
     """The ``inner_hits`` of a nested leg: ``size`` passages, read from stored fields and doc
-    values (``_source`` off)."""
+    values (``_source`` off); with ``vectors``, their stored vectors too
+    (:data:`~indexplug_elastic.documents.WITH_VECTORS` says why doc values)."""
     out: dict[str, Any] = {
         "size": size,
         "_source": False,
         "stored_fields": STORED_FIELDS,
-        "docvalue_fields": DOCVALUE_FIELDS,
+        "docvalue_fields": WITH_VECTORS if vectors else DOCVALUE_FIELDS,
     }
     if sort is not None:
         out["sort"] = sort
@@ -95,16 +143,21 @@ def inner(size: int, *, sort: Any = None) -> dict[str, Any]:
 
 
 def passages_query(
-    query: dict[str, Any], *, size: int, score_mode: str = "max", sort: Any = None
+    query: dict[str, Any],
+    *,
+    size: int,
+    score_mode: str = "max",
+    sort: Any = None,
+    vectors: bool = False,
 ) -> dict[str, Any]:
     """``query`` (over the nested passages) as a query on the documents, with the passages
-    that matched as inner hits."""
+    that matched as inner hits (with their vectors if ``vectors``)."""
     return {
         "nested": {
             "path": PASSAGES,
             "score_mode": score_mode,
             "query": query,
-            "inner_hits": inner(size, sort=sort),
+            "inner_hits": inner(size, sort=sort, vectors=vectors),
         }
     }
 
@@ -135,25 +188,107 @@ def knn_body(
     k: int,
     filters: Any,
     timeout_ms: int,
+    vectors: bool = False,
 ) -> dict[str, Any]:
-    """A ``knn`` query on the passages' vectors inside the nested query (so a filter applies
-    to each passage's own metadata); the candidates per shard bound what it can find."""
+    """A ``knn`` query on the passages' vectors inside the nested query; the candidates per
+    shard bound what it can find.  With ``vectors``, each inner hit reads its stored vector
+    as well.
+
+    A filter is a *post*-filter on the passages the ``knn`` found (a ``bool`` around it), with
+    four times the candidates: Elasticsearch 8 applies a nested ``knn``'s own ``filter`` to
+    the parent documents only (a filter on a passage's metadata matches nothing there), and
+    its nested ``knn`` keeps each document's nearest passage, so a passage whose nearer
+    sibling fails the filter is not found this way.  :func:`filtered_count_body` and
+    :func:`exact_body` make filtered searches exact whenever at most :data:`EXACT_MAX`
+    passages pass the filter; this body answers the rest."""
+    clauses = filter_clauses(filters)
+    wanted = min(MAX_KNN, max(4 * k, 100)) if clauses else k
     knn: dict[str, Any] = {
         "field": VECTOR_PATH,
         "query_vector": [float(x) for x in vector],
-        "k": k,
-        "num_candidates": min(10_000, max(k, 2 * k, 100)),
+        "k": wanted,
+        "num_candidates": min(MAX_KNN, max(wanted, 2 * wanted, 100)),
     }
-    clauses = filter_clauses(filters)
+    query: dict[str, Any] = {"knn": knn}
     if clauses:
-        knn["filter"] = clauses
+        query = {"bool": {"must": [query], "filter": clauses}}
     return {
-        "query": passages_query({"knn": knn}, size=k),
+        "query": passages_query(query, size=k, vectors=vectors),
         "size": k,
         **NOTHING_OF_THE_DOCUMENT,
         "track_total_hits": False,
         "timeout": f"{timeout_ms}ms",
     }
+
+
+MAX_KNN = 10_000
+"""Elasticsearch's largest ``k`` and ``num_candidates``."""
+
+EXACT_MAX = 1_000
+"""A filtered kNN leg is scored exactly, on the client, when at most this many passages pass
+the filter: their vectors and records come back in one search (a few megabytes at most)."""
+
+FILTERED = "filtered"
+
+
+def filtered_count_body(filters: Any, timeout_ms: int) -> dict[str, Any]:
+    """How many passages pass ``filters`` (a ``nested`` aggregation of the passages with a
+    ``filter`` one inside): whether :func:`exact_body` can score them all."""
+    clauses = filter_clauses(filters)
+    return {
+        "size": 0,
+        "track_total_hits": False,
+        "aggs": {
+            FILTERED: {
+                "nested": {"path": PASSAGES},
+                "aggs": {FILTERED: {"filter": {"bool": {"filter": clauses}}}},
+            }
+        },
+        "timeout": f"{timeout_ms}ms",
+    }
+
+
+def filtered_count_of(answer: Mapping[str, Any]) -> int:
+    """The passage count of a :func:`filtered_count_body` answer."""
+    aggs = (answer.get("aggregations") or {}).get(FILTERED) or {}
+    return int((aggs.get(FILTERED) or {}).get("doc_count") or 0)
+
+
+def exact_body(filters: Any, *, size: int, timeout_ms: int) -> dict[str, Any]:
+    """Every passage passing ``filters`` (``size`` of them: their count), each with its
+    record and its stored vector, for :func:`nearest` to score exactly."""
+    clauses = filter_clauses(filters)
+    return {
+        "query": passages_query(
+            {"bool": {"filter": clauses}}, size=size, score_mode="none", vectors=True
+        ),
+        "size": size,
+        **NOTHING_OF_THE_DOCUMENT,
+        "track_total_hits": False,
+        "timeout": f"{timeout_ms}ms",
+    }
+
+
+def nearest(response: Mapping[str, Any], vector: np.ndarray, k: int) -> list[Stored]:
+    """The ``k`` passages of an :func:`exact_body` answer nearest ``vector`` by cosine, scored
+    as Elasticsearch scores a kNN hit, ``(1 + cosine) / 2`` (a passage stored without a vector
+    is not among them, as in the HNSW graph)."""
+    query = np.asarray(vector, dtype=np.float64)
+    query = query / (float(np.linalg.norm(query)) or 1.0)
+    scored: list[tuple[float, str, Stored]] = []
+    for hit in response["hits"]["hits"]:
+        for s in inner_hits(hit):
+            stored = vector_of(s)
+            if stored is None:
+                continue
+            v = np.asarray(stored, dtype=np.float64)
+            norm = float(np.linalg.norm(v))
+            if norm == 0.0:
+                continue
+            cosine = float(np.dot(v, query)) / norm
+            scored.append((-(1.0 + cosine) / 2.0, s.pid, s))
+    scored.sort(key=lambda t: t[:2])
+    return [Stored(s.pid, -neg, s.fields) for neg, _, s in scored[:k]]
 
 
 def count_body(timeout_ms: int) -> dict[str, Any]:

@@ -26,14 +26,22 @@ The order of an add, and why:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from indexplug.budget import effective_max_bytes, over_budget
 from indexplug.deadlines import Deadline
 from indexplug.embedcache import cache_for, embed_passages
-from indexplug.outcomes import AddOutcome, Indexed, IndexUnavailable, Removed, RemoveOutcome
+from indexplug.outcomes import (
+    AddOutcome,
+    Indexed,
+    IndexUnavailable,
+    Removed,
+    RemoveOutcome,
+    VectorAddOutcome,
+)
 from indexplug.passages import Passage
 from indexplug.protocols import Granularity
 
@@ -47,6 +55,7 @@ from indexplug_elastic.documents import (
     nested,
     parent,
     record_of,
+    vector_of,
 )
 from indexplug_elastic.failures import classify, error_reason
 from indexplug_elastic.mapping import DIGESTS, IDS, KEY, IndexMeta
@@ -85,6 +94,17 @@ class Plan:
     """What each key to write held when read (None: no document)."""
 
 
+@dataclass(frozen=True)
+class Given:
+    """The caller's vectors of an ``add_vectors`` (by passage id), of embedder ``embedder``:
+    stored instead of vectors the backend embeds."""
+
+    vectors: Mapping[str, np.ndarray]
+    embedder: str
+    dim: int | None
+    """Their length (None when there are none: an empty write)."""
+
+
 def add(
     cx: Context,
     index: str,
@@ -92,12 +112,22 @@ def add(
     passages: Sequence[Passage],
     requested: int | None,
     deadline: Deadline,
-) -> AddOutcome:
+    given: Given | None = None,
+) -> VectorAddOutcome:
+    """Add ``passages`` (see the module docstring); with ``given``, the caller's vectors are
+    stored instead of embedding the passages, once the index is known to record their
+    embedder (else ``BadRequest``, before anything is written)."""
     client = cx.conn.within(deadline)
     meta = cx.meta(client, es_index, deadline, fresh=True)
     created = False
     if meta is None:
         meta, created = cx.create(client, es_index, requested, deadline)
+    if given is not None:
+        bad = cx.vector_problem(index, meta, given.embedder, given.dim)
+        if bad is not None:
+            if created:
+                cx.drop_new(es_index, deadline)
+            return bad
     problem = cx.embedder_problem(meta, writing=True)
     if problem:
         return cx.failed(index, problem, "EmbedderMismatch")
@@ -152,7 +182,7 @@ def add(
             )
         if budget is not None:
             undo.remember(cx, index, es_index, plan, deadline)
-        got = write(cx, es_index, plan, meta, deadline)
+        got = write(cx, es_index, plan, meta, deadline, given)
         undo.wrote(plan, got)
         result.done += got.done
         result.failed.update(got.failed)
@@ -269,16 +299,27 @@ def documents(
     keys: dict[str, list[Passage]],
     heads: dict[str, dict[str, Any]],
     failed: dict[str, tuple[int, Any]],
+    vectors_of: Mapping[str, Any] | None = None,
 ) -> Iterator[bulk.Action]:
     """The bulk actions writing ``loose`` (each its own document, ``create``) and ``keys``
     (each one document, with the action line in ``heads``), embedded and serialised; a
-    document that cannot be serialised goes to ``failed``."""
+    document that cannot be serialised goes to ``failed``.  A passage with a vector in
+    ``vectors_of`` (by id: the caller's, or the one it is stored with) keeps it; only the
+    others are embedded."""
     every = [*loose, *(p for ps in keys.values() for p in ps)]
     vectors: list[Any] = [None] * len(every)
     if meta.embedder is not None and every:
-        emb = cx.embedder()
-        cache = cache_for(emb) if cx.opts.embed_cache else None
-        vectors = embed_passages(emb, every, Granularity.TEXT, cache=cache)
+        have = vectors_of or {}
+        todo = [p for p in every if p.id not in have]
+        made: list[Any] = []
+        if todo:
+            emb = cx.embedder()
+            cache = cache_for(emb) if cx.opts.embed_cache else None
+            made = embed_passages(emb, todo, Granularity.TEXT, cache=cache)
+        fresh = iter(made)
+        vectors = [
+            np.asarray(have[p.id], dtype=np.float32) if p.id in have else next(fresh) for p in every
+        ]
     analysis = cx.analysis if meta.analysis == "client" else None
     vec = iter(vectors)
     for p in loose:
@@ -300,14 +341,49 @@ def documents(
         yield doc_id, heads[key], body
 
 
+def stored_vectors(
+    cx: Context, es_index: str, keys: Sequence[str], deadline: Deadline
+) -> dict[str, tuple[float, ...]]:
+    """The vectors the passages of ``keys`` are stored with, by passage id (after a refresh,
+    so the search sees at least the versions a realtime read just saw: a newer one makes the
+    write on the older sequence number fail and be planned again)."""
+    from indexplug_elastic import reads
+
+    client = cx.conn.within(deadline)
+    client.indices.refresh(index=es_index)
+    out: dict[str, tuple[float, ...]] = {}
+    for i in range(0, len(keys), reads.GET_IDS):
+        body = reads.get_body([], keys[i : i + reads.GET_IDS], cx.ms(deadline), vectors=True)
+        found = cx.conn.within(deadline).search(index=es_index, **body)
+        for hit in found["hits"]["hits"]:
+            for s in inner_hits(hit):
+                vec = vector_of(s)
+                if vec is not None:
+                    out[s.pid] = vec
+    return out
+
+
 def _unserialisable(exc: Exception) -> tuple[int, Any]:
     return 400, {"type": "serialization_error", "reason": f"{type(exc).__name__}: {exc}"}
 
 
 def write(
-    cx: Context, es_index: str, plan: Plan, meta: IndexMeta, deadline: Deadline
+    cx: Context,
+    es_index: str,
+    plan: Plan,
+    meta: IndexMeta,
+    deadline: Deadline,
+    given: Given | None = None,
 ) -> bulk.BulkResult:
-    """Embed (if the index has vectors), serialise and bulk-write one round's ``plan``."""
+    """Embed (if the index has vectors), serialise and bulk-write one round's ``plan``.  With
+    ``given``, the caller's vectors are written, except for the passages a key already holds:
+    they keep the vector they are stored with (known, unchanged)."""
+    vectors_of: dict[str, Any] | None = None
+    if given is not None:
+        vectors_of = dict(given.vectors)
+        held = [k for k in plan.keys if plan.states.get(k) is not None]
+        if held:
+            vectors_of.update(stored_vectors(cx, es_index, held, deadline))
     heads: dict[str, dict[str, Any]] = {}
     for key in plan.keys:
         state = plan.states.get(key)
@@ -322,7 +398,7 @@ def write(
     result = bulk.send_all(
         lambda: cx.conn.within(deadline),
         es_index,
-        documents(cx, es_index, meta, plan.loose, plan.keys, heads, unserialisable),
+        documents(cx, es_index, meta, plan.loose, plan.keys, heads, unserialisable, vectors_of),
         total=total,
         max_docs=cx.opts.bulk_docs,
         max_bytes=cx.opts.bulk_bytes,
@@ -342,6 +418,9 @@ class Undo:
     created: list[str] = field(default_factory=list)
     earlier: dict[str, tuple[str, list[Passage]]] = field(default_factory=dict)
     """Key document id -> (key, its passages before this add), for keys read before writing."""
+    vectors: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    """The vectors those passages were stored with (put back as they were, not embedded
+    again: they may be a caller's own)."""
     versions: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def remember(
@@ -360,6 +439,9 @@ class Undo:
             raise RuntimeError(f"reading the keys an add replaces: {got}")
         for key in held:
             self.earlier[key_doc_id(key)] = (key, [p for p in passages if p.key == key])
+        meta = cx.cached_meta(es_index)
+        if meta is not None and meta.embedder is not None:
+            self.vectors.update(stored_vectors(cx, es_index, held, deadline))
 
     def wrote(self, plan: Plan, result: bulk.BulkResult) -> None:
         done = set(result.done)
@@ -405,7 +487,9 @@ class Undo:
                         }
                     }
                 keys = {key: ps for key, ps in restore.values()}
-                actions += list(documents(cx, es_index, meta, [], keys, heads, failed))
+                actions += list(
+                    documents(cx, es_index, meta, [], keys, heads, failed, self.vectors)
+                )
             result = bulk.send_all(
                 lambda: cx.conn.within(allowance),
                 es_index,
@@ -502,10 +586,14 @@ def remove(
         asked = set(left)
         keyed = {str(h["_source"][KEY]) for h in hits if (h.get("_source") or {}).get(KEY)}
         every: dict[str, tuple[dict[str, Any], list[Stored]]] = {}
+        meta = cx.cached_meta(es_index)
+        # the passages a key keeps are written again with the vectors they are stored with
+        # (a caller's own ones stay; nothing is embedded again)
+        with_vectors = meta is not None and meta.embedder is not None
+        kept: dict[str, tuple[float, ...]] = {}
         if keyed:
-            found = client.search(
-                index=es_index, seq_no_primary_term=True, **reads.get_body([], list(keyed), 30_000)
-            )
+            body = reads.get_body([], list(keyed), 30_000, vectors=with_vectors)
+            found = client.search(index=es_index, seq_no_primary_term=True, **body)
             for h in found["hits"]["hits"]:
                 every[str(h["_id"])] = (h, inner_hits(h))
         for h in hits:
@@ -528,12 +616,15 @@ def remove(
                 assert key is not None
                 keys[str(key)] = [record_of(s) for s in rest]
                 heads[str(key)] = {"index": target}
+                for s in rest:
+                    vec = vector_of(s)
+                    if vec is not None:
+                        kept[s.pid] = vec
             else:
                 actions.append((doc_id, {"delete": target}, None))
-        meta = cx.cached_meta(es_index)
         failed: dict[str, tuple[int, Any]] = {}
         if keys and meta is not None:
-            actions += list(documents(cx, es_index, meta, [], keys, heads, failed))
+            actions += list(documents(cx, es_index, meta, [], keys, heads, failed, kept))
         result = bulk.send_all(
             lambda: cx.conn.within(deadline),
             es_index,
