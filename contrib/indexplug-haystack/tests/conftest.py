@@ -32,12 +32,14 @@ FLOW_BACKENDS: dict[str, dict[str, Any]] = {
 (test_metadata_kinds.py) run on, with their options: every backend that keeps caller keys.  A
 store given an embedder pair embeds with it instead of the spec named here."""
 
-VECTOR_BACKENDS: dict[str, dict[str, Any]] = {"chroma": {"embedder": "hashing:default"}}
+VECTOR_BACKENDS: dict[str, dict[str, Any]] = {
+    "chroma": {"embedder": "hashing:default"},
+    "elastic": {"embedder": "hashing:default", "mode": "knn"},
+}
 """The backends the vector flows run on (test_embedding_retriever.py), with their options: those
 that claim indexplug's ``vectors`` capability and keep caller keys (usearch keeps none, which the
-document store needs).  Elastic joins, once it claims it with an embedder, as
-``"elastic": {"embedder": "hashing:default"}`` (the spec turns its kNN on; the store's embedder
-pair replaces the spec's model)."""
+document store needs). Elastic runs in kNN mode,
+opened with an embedder spec (the store's embedder pair replaces it)."""
 
 
 @pytest.fixture(autouse=True)

@@ -36,11 +36,14 @@ FLOW_BACKENDS: dict[str, dict[str, Any]] = {
 (test_llamaindex_metadata.py) run on, with their options: every backend that keeps caller keys.
 A store given ``embed_model=`` embeds with that model instead of the spec named here."""
 
-VECTOR_BACKENDS: dict[str, dict[str, Any]] = {"chroma": {}, "usearch": {}}
+VECTOR_BACKENDS: dict[str, dict[str, Any]] = {
+    "chroma": {},
+    "usearch": {},
+    "elastic": {"embedder": "hashing:default", "mode": "knn"},
+}
 """The backends the vector flows run on (test_llamaindex_vectors.py: query by embedding, MMR),
-with their options: those that claim indexplug's ``vectors`` capability.  Elastic joins, once
-it claims it with an embedder, as ``"elastic": {"embedder": "hashing:default"}`` (the spec
-turns its kNN on; the store's model replaces the spec's)."""
+with their options: those that claim indexplug's ``vectors`` capability. Elastic runs
+in kNN mode, opened with an embedder spec (the store's model replaces it)."""
 
 
 @pytest.fixture(params=sorted(BACKENDS))

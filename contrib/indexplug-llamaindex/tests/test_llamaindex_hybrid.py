@@ -1,7 +1,8 @@
 """``VectorStoreQueryMode.HYBRID``: answered by a fusion of sqlite-fts5 (BM25) and a vector
-index (chroma, usearch) with a model the test writes, and ranked as reciprocal rank fusion
-of the two rankings; on a backend whose own search is not hybrid (sqlite-fts5, chroma,
-usearch, a fusion of two lexical indexes), ``NoHybrid`` naming what would answer."""
+index (chroma, usearch) with a model the test writes, or by elastic in hybrid mode on a real
+node, and ranked as reciprocal rank fusion of the two rankings; on a backend whose own search
+is not hybrid (sqlite-fts5, chroma, usearch, a fusion of two lexical indexes), ``NoHybrid``
+naming what would answer."""
 
 from __future__ import annotations
 
@@ -47,10 +48,12 @@ class HandPicked(BaseEmbedding):
         return self._get_query_embedding(query)
 
 
-def _filled(backend: str, index: str, **kw: object) -> IndexplugVectorStore:
+def _filled(
+    backend: str, index: str, *, options: dict[str, object] | None = None, **kw: object
+) -> IndexplugVectorStore:
     """A store over ``index`` holding ``DOCS`` (the same passages in every store, so a fusion
     matches them by their content address)."""
-    s = IndexplugVectorStore.from_backend(backend, index, {}, **kw)  # type: ignore[arg-type]
+    s = IndexplugVectorStore.from_backend(backend, index, options or {}, **kw)  # type: ignore[arg-type]
     ps = [indexplug.Passage.create(t, f"test:{i}") for i, t in enumerate(DOCS)]
     assert isinstance(s.client.add(s.index, ps), indexplug.Indexed)
     return s
@@ -146,3 +149,26 @@ def test_a_fusion_index_of_indexplug_toml_answers_hybrid_mode(tmp_path: Path) ->
         both.query(VectorStoreQuery(query_str="filter coffee", similarity_top_k=3)).ids == out.ids
     )
     both.client.close()
+
+
+def test_elastic_in_hybrid_mode_answers_hybrid_mode_with_its_own_search(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Elastic in ``mode = "hybrid"`` fuses its BM25 and kNN legs itself (a real node), with
+    the same ranks as indexplug's fusion of two indexes."""
+    options = {**request.getfixturevalue("es_options"), "embedder": "hashing:default"}
+    store = _filled(
+        "elastic", "coffee", embed_model=HandPicked(), options={**options, "mode": "hybrid"}
+    )
+    try:
+        query = VectorStoreQuery(query_str="coffee", similarity_top_k=3, mode=HYBRID)
+        out = store.query(query)
+        assert texts(out) == [
+            "a cup of filter coffee",
+            "espresso with crema",
+            "espresso with a thick crema",
+        ]
+        assert out.similarities == pytest.approx([1 / 61 + 1 / 63, 1 / 61, 1 / 62])
+        assert asyncio.run(store.aquery(query)).ids == out.ids
+    finally:
+        store.client.close()
