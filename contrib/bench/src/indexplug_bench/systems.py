@@ -414,15 +414,18 @@ class RawElastic:
 
 
 class RawElasticSameQuery(RawElastic):
-    """The raw client doing exactly the search the indexplug elastic backend makes, so the
-    difference between the two is the framework's own cost (as ``RawSqlite(same_query=True)``).
+    """The raw client searching the same words, analysed as the indexplug elastic backend
+    analyses them, in the simplest index a user would write by hand: one document per passage.
 
-    Same index layout where it matters to the search: the passage text stored but not indexed,
-    and a ``terms`` field of English-analysed words (the plugin's own analysis, on the client,
-    as the backend does on a server without the English analyzer) searched with ``match``, one
-    shard, the whole ``_source`` returned.  What it does not do is the framework's work: no
-    passage count beside the ranked leg (indexplug's answer says how many passages it searched,
-    which is how it tells ``NO_MATCH`` from ``INDEX_EMPTY``), no provenance, no checks.
+    The passage text stored but not indexed, and a ``terms`` field of English-analysed words
+    (the plugin's own analysis, on the client, as the backend does on a server without the
+    English analyzer) searched with ``match``, one shard, the whole ``_source`` returned.  The
+    backend's index is laid out otherwise: one document per key with its passages nested, so
+    that a keyed write is atomic, and searched with a ``nested`` query whose inner hits are the
+    passages.  So the difference between the two is the framework's own work (the passage
+    count beside the ranked leg, which tells ``NO_MATCH`` from ``INDEX_EMPTY``, provenance,
+    checks) plus what the nested layout costs; ``plugins/elastic/bench/layout_parity.py``
+    measures the layout's share alone.
 
     ``orjson``: the client parses answers with orjson, as the backend's client does (the
     client's default is the standard library's ``json``, several times slower on a top-100
@@ -456,7 +459,7 @@ class RawElasticSameQuery(RawElastic):
                 },
             },
         )
-        self.note = "the backend's analysis and query"
+        self.note = "the backend's analysis, one document per passage"
 
     def index(self, docs: list[tuple[str, str]]) -> None:
         from elasticsearch import helpers
