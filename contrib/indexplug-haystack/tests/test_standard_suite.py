@@ -1,13 +1,15 @@
 """Haystack's own DocumentStore tests: the extended suite and every optional mixin it ships,
-sync and async, unmodified, on sqlite-fts5 and chroma (``DocumentStoreBaseExtendedTests``: the
-base suite plus ``delete_all_documents``, ``delete_by_filter``, ``update_by_filter``; then the
-counts and the metadata-field queries).
+sync and async, unmodified, on sqlite-fts5, chroma and a real Elasticsearch node
+(``DocumentStoreBaseExtendedTests``: the base suite plus ``delete_all_documents``,
+``delete_by_filter``, ``update_by_filter``; then the counts and the metadata-field queries).
 
 The base suite's ``test_write_documents`` is left to each store by Haystack (the default policy
 is the store's choice); it is given here as in ``test_standard_suite.py``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import pytest
 from haystack.dataclasses import Document
@@ -38,7 +40,7 @@ from haystack.testing.document_store_async import (
 )
 from haystack_integrations.document_stores.indexplug import IndexplugDocumentStore
 
-BACKENDS = {"sqlite-fts5": {}, "chroma": {"embedder": "hashing:default"}}
+BACKENDS = {"sqlite-fts5": {}, "chroma": {"embedder": "hashing:default"}, "elastic": {}}
 
 
 class _DefaultPolicy:
@@ -62,10 +64,13 @@ class _DefaultPolicyAsync:
 
 class _Store:
     @pytest.fixture(params=sorted(BACKENDS))
-    def document_store(self, request: pytest.FixtureRequest) -> IndexplugDocumentStore:
-        return IndexplugDocumentStore(
-            "extended", backend=request.param, options=BACKENDS[request.param]
-        )
+    def document_store(self, request: pytest.FixtureRequest) -> Iterator[IndexplugDocumentStore]:
+        options = BACKENDS[request.param]
+        if request.param == "elastic":  # the session's node, under this test's own prefix
+            options = {**request.getfixturevalue("es_options"), **options}
+        store = IndexplugDocumentStore("extended", backend=request.param, options=options)
+        yield store
+        store.guard.close()
 
 
 class TestExtended(
