@@ -397,3 +397,38 @@ def test_operator_filters_reach_every_leg_that_serves_them(inv: Invoker) -> None
         {"indexes": ["lex", "mem"], "query": "otters", "filters": {"n": {"$gte": 2}}},
     )
     assert refused["code"] == "BAD_REQUEST" and refused["problem"]["field"] == "filters", refused
+
+
+def test_fuse_open_fuses_indexes_a_caller_holds_and_leaves_them_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import indexplug
+    from indexplug.errors import InvalidRequest
+    from indexplug.fusion import fuse_open
+
+    monkeypatch.setenv("INDEXPLUG_HOME", str(tmp_path))
+    a, b = indexplug.open_backend("sqlite-fts5"), indexplug.open_backend("sqlite-fts5")
+    a.add("a", [Passage.create("otters hold hands", "mem://1")])
+    b.add(
+        "b",
+        [
+            Passage.create("otters eat fish", "mem://2"),
+            Passage.create("otters hold hands", "mem://1"),
+        ],
+    )
+    with pytest.raises(InvalidRequest) as refused:
+        fuse_open([(a, "a")])
+    assert refused.value.field == "stores"
+    fused = fuse_open([(a, "a"), (b, "b")], rrf_k=60)
+    assert fused.index == "fused-a-b" and fused.options["members"] == ["a", "b"]
+    out = fused.guard.search(fused.index, "otters", top_k=5)
+    # the passage both hold (one content address) is first, with both legs' reciprocal ranks
+    texts = [h.passage.text for h in out.hits]  # type: ignore[union-attr]
+    assert texts == ["otters hold hands", "otters eat fish"]
+    in_b = [h.passage.text for h in b.search("b", "otters").hits]  # type: ignore[union-attr]
+    both = 1 / 61 + 1 / (61 + in_b.index("otters hold hands"))
+    assert out.hits[0].score == pytest.approx(both)  # type: ignore[union-attr]
+    fused.guard.close()
+    assert a.search("a", "otters").ok and b.search("b", "otters").ok  # the members stay open
+    a.close()
+    b.close()

@@ -490,6 +490,20 @@ def fuse_targets(
     )
 
 
+def fuse_open(
+    members: Sequence[tuple[Guard, str]], *, name: str | None = None, rrf_k: int = DEFAULT_RRF_K
+) -> Target:
+    """:func:`fuse_targets` over indexes a caller has open, each a guard and an index name
+    (what an adapter's stores hold): two or more, fused by reciprocal rank fusion.  The
+    members stay the caller's (closing the fusion leaves them open)."""
+    from indexplug.targets import Target
+
+    if len(members) < 2:
+        raise InvalidRequest("a fusion takes two or more indexes", field="stores")
+    legs = [Target(index=index, backend_name=guard.name, guard=guard) for guard, index in members]
+    return fuse_targets(legs, name=name, rrf_k=rrf_k)
+
+
 def adhoc_name(names: Sequence[str]) -> str:
     """``fused-a-b`` for an ad hoc fusion of ``a`` and ``b`` (a hash when that is too long)."""
     plain = "fused-" + "-".join(names)

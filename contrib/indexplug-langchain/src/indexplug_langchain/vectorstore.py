@@ -158,16 +158,11 @@ class IndexplugVectorStore(VectorSearches, VectorStore):
         lexical store and a vector one, a hybrid search (BM25 and embeddings).  It only
         searches: add documents through the member stores (closing it leaves them open).
         ``name`` defaults to ``fused-<member>-<member>``."""
-        from indexplug.fusion import fuse_targets
-        from indexplug.targets import Target
+        from indexplug.fusion import fuse_open
 
         if len(stores) < 2 or not all(isinstance(s, IndexplugVectorStore) for s in stores):
             raise InvalidRequest("fused() takes two or more IndexplugVectorStore", field="stores")
-        target = fuse_targets(
-            [Target(index=s.index, backend_name=s.guard.name, guard=s.guard) for s in stores],
-            name=name,
-            rrf_k=rrf_k,
-        )
+        target = fuse_open([(s.guard, s.index) for s in stores], name=name, rrf_k=rrf_k)
         return cls(target.guard, target.index, deadline_s=deadline_s)
 
     @classmethod
