@@ -39,6 +39,7 @@ from haystack.testing.document_store_async import (
     WriteDocumentsAsyncTest,
 )
 from haystack_integrations.document_stores.indexplug import IndexplugDocumentStore
+from indexplug_elastic.testing.fixtures import options_for
 
 BACKENDS = {"sqlite-fts5": {}, "chroma": {"embedder": "hashing:default"}, "elastic": {}}
 
@@ -65,9 +66,7 @@ class _DefaultPolicyAsync:
 class _Store:
     @pytest.fixture(params=sorted(BACKENDS))
     def document_store(self, request: pytest.FixtureRequest) -> Iterator[IndexplugDocumentStore]:
-        options = BACKENDS[request.param]
-        if request.param == "elastic":  # the session's node, under this test's own prefix
-            options = {**request.getfixturevalue("es_options"), **options}
+        options = options_for(request, request.param, BACKENDS[request.param])
         store = IndexplugDocumentStore("extended", backend=request.param, options=options)
         yield store
         store.guard.close()

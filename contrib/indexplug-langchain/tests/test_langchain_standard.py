@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import indexplug
 import pytest
-from indexplug_elastic.testing.fixtures import delete_prefixed
+from indexplug_elastic.testing.fixtures import delete_prefixed, options_for
 from indexplug_langchain import IndexplugRetriever, IndexplugVectorStore
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
@@ -127,8 +127,7 @@ class _Store(VectorStoreIntegrationTests):
         MiniLM class leaves them out, so chroma embeds with its configured model.  Elastic runs
         on the session's node, under this test's own index prefix."""
         name, options = self.backend
-        if name == "elastic":
-            options = {**request.getfixturevalue("es_options"), **options}
+        options = options_for(request, name, options)
         embedding = None if self.backend is CHROMA_MINILM else self.get_embeddings()
         store = IndexplugVectorStore.from_backend(
             name, "standard", options, embedding=embedding, fill_to_k=True

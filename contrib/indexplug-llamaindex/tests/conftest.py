@@ -13,6 +13,7 @@ from indexplug_elastic.testing.fixtures import (  # noqa: F401  (fixtures and a 
     _es_single_session,
     es_options,
     es_single,
+    options_for,
     pytest_runtest_makereport,
 )
 
@@ -55,21 +56,13 @@ def guard(request, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     g.close()
 
 
-def _opened_with(request: pytest.FixtureRequest, name: str, options: dict[str, Any]) -> Backend:
-    """``name`` and its options, with those that reach its server in this session: for elastic
-    the session's node (started on first use) under an index prefix of this test's own."""
-    if name == "elastic":
-        options = {**request.getfixturevalue("es_options"), **options}
-    return name, dict(options)
-
-
 @pytest.fixture(params=list(FLOW_BACKENDS))
 def flow_backend(request: pytest.FixtureRequest) -> Backend:
     """Each backend of :data:`FLOW_BACKENDS` in turn: its name and options."""
-    return _opened_with(request, request.param, FLOW_BACKENDS[request.param])
+    return request.param, options_for(request, request.param, FLOW_BACKENDS[request.param])
 
 
 @pytest.fixture(params=list(VECTOR_BACKENDS))
 def vector_backend(request: pytest.FixtureRequest) -> Backend:
     """Each backend of :data:`VECTOR_BACKENDS` in turn: its name and options."""
-    return _opened_with(request, request.param, VECTOR_BACKENDS[request.param])
+    return request.param, options_for(request, request.param, VECTOR_BACKENDS[request.param])

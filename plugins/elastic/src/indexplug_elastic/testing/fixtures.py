@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from typing import Any
 
@@ -146,6 +146,18 @@ def delete_prefixed(cluster: EsCluster, prefix: str) -> None:
 def es_cleanup() -> Callable[[EsCluster, str], None]:
     """:func:`delete_prefixed`, for test modules (which cannot import this conftest)."""
     return delete_prefixed
+
+
+def options_for(
+    request: pytest.FixtureRequest, name: str, options: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``options`` for backend ``name``, with those that reach its server in this session: for
+    ``elastic``, :func:`es_options` (the session's node, started on first use, under this
+    test's own index prefix) beneath them; any other backend's unchanged.  For tests that run
+    the same code on several backends by name."""
+    if name == "elastic":
+        return {**request.getfixturevalue("es_options"), **options}
+    return dict(options)
 
 
 @pytest.fixture
